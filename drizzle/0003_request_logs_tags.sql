@@ -1,0 +1,1 @@
+CREATE INDEX "request_logs_tags_idx" ON "request_logs" USING gin ("tags" jsonb_path_ops);

@@ -1,0 +1,41 @@
+import { describe, expect, test } from "bun:test";
+import { errorBody, errorShapeForPath, renderError } from "./error-render";
+import { GatewayError } from "./errors";
+
+describe("errors in each protocol's envelope", () => {
+  test("the shape follows the path", () => {
+    expect(errorShapeForPath("/v1/chat/completions")).toBe("openai");
+    expect(errorShapeForPath("/v1/responses")).toBe("openai");
+    expect(errorShapeForPath("/key/generate")).toBe("openai");
+    expect(errorShapeForPath("/v1/messages")).toBe("anthropic");
+    expect(errorShapeForPath("/v1/messages/count_tokens")).toBe("anthropic");
+    expect(errorShapeForPath("/v1beta/models/openai/gpt-4o-mini:generateContent")).toBe("google");
+    expect(errorShapeForPath("/v1beta/models/openai%2Fgpt-4o-mini:streamGenerateContent")).toBe("google");
+    expect(errorShapeForPath("/v1/models/gemini/gemini-2.5-flash:generateContent")).toBe("google");
+    expect(errorShapeForPath("/v1/models/openai/gpt-4o-mini")).toBe("openai");
+    expect(errorShapeForPath("/v1beta/models/x:bogus")).toBe("google");
+    expect(errorShapeForPath("/v1beta/anything")).toBe("google");
+    expect(errorShapeForPath("/v1/models/openai/gpt-4o-mini:countTokens")).toBe("google");
+  });
+
+  test("bodies and statuses", async () => {
+    const e = new GatewayError(429, "slow down", { code: "rate_limited", headers: { "retry-after": "3" } });
+    expect(errorBody(e, "openai")).toEqual({
+      error: { message: "slow down", type: "rate_limit_error", param: null, code: "rate_limited" },
+    });
+    expect(errorBody(e, "anthropic")).toEqual({
+      type: "error",
+      error: { type: "rate_limit_error", message: "slow down" },
+    });
+    expect(errorBody(e, "google")).toEqual({
+      error: { code: 429, message: "slow down", status: "RESOURCE_EXHAUSTED" },
+    });
+    expect(errorBody(new GatewayError(401, "bad key"), "anthropic")).toMatchObject({
+      error: { type: "authentication_error" },
+    });
+    expect(errorBody(new GatewayError(404, "no model"), "google")).toMatchObject({ error: { status: "NOT_FOUND" } });
+    const res = renderError(e, "google");
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toBe("3");
+  });
+});

@@ -1,0 +1,543 @@
+/**
+ * One pipeline for every public protocol: authorize the model, route it (retries, fallbacks), and
+ * for each attempt either forward the client's body to an upstream that speaks the same protocol
+ * natively or translate through the canonical form. Usage and cost are captured either way, the
+ * spend record is written in the background, and responses carry the gateway's overhead and the
+ * deployment that served them.
+ */
+import type { AlertDispatcher } from "../alerts/webhooks";
+import type { Principal } from "../auth/authenticator";
+import type { Catalog, ServedModel } from "../catalog/catalog";
+import { costOf } from "../catalog/cost";
+import { badRequest, GatewayError } from "../http/errors";
+import { SSE_HEADERS } from "../http/sse";
+import { admissionRequest, type KeyPrincipal, needsEstimate, rateHeaders, refusalError } from "../limits/enforcement";
+import type { ModelSpendSeeds } from "../limits/seeds";
+import type { Lease, Limiter, RateState } from "../limits/types";
+import { periodWindow } from "../limits/windows";
+import type { Logger } from "../log";
+import { type CanonicalRequest, emptyUsage, type StreamEvent, type Usage } from "../protocols/canonical";
+import type { NativeForwarding, Protocol, ProtocolContext, StreamEncoder, StreamTracker } from "../protocols/protocol";
+import { fetchFailure, UpstreamError } from "../providers/errors";
+import type { ImageFetcher } from "../providers/images";
+import type { CallContext, Deployment, ProviderAdapter } from "../providers/types";
+import { type Router, toClientError } from "../routing/router";
+import type { SpendLedger } from "../spend/ledger";
+import { durationMs } from "../util/duration";
+import { authorizeModel } from "./access";
+import { countTokens, estimatePromptTokens, promptText } from "./estimate";
+import { newRequestId } from "./request-id";
+import { type StreamOutcome, sseBody } from "./sse-response";
+
+export interface InferenceDeps {
+  catalog: Catalog;
+  router: Router;
+  adapters: Map<string, ProviderAdapter>;
+  ledger: SpendLedger;
+  log: Logger;
+  heartbeatMs: number;
+  fetchImage: ImageFetcher;
+  /** Rate limits, parallel caps and budgets; absent: not enforced. */
+  limiter?: Limiter;
+  alerts?: AlertDispatcher;
+  /** Output tokens reserved for tpm and budgets when a request sets no cap. */
+  defaultOutputTokens?: number;
+  /** Re-reads a key and its team from the database (they changed on another instance). */
+  reauthenticate?(p: KeyPrincipal): Promise<Principal>;
+  /** Seeds of per-model budget windows from the request log. */
+  modelSeeds?: ModelSpendSeeds;
+}
+
+export interface RequestContext {
+  requestId: string;
+  principal: Principal;
+  /** performance.now() when the request arrived. */
+  startedAt: number;
+  /** Aborts when the client disconnects. */
+  signal: AbortSignal;
+  endpoint: string;
+}
+
+/** What the request log needs to know about one finished request. */
+interface Outcome {
+  model?: ServedModel;
+  deployment?: Deployment;
+  status: number;
+  errorCode?: string | null;
+  usage: Usage;
+  usageEstimated?: boolean;
+  ttftMs?: number;
+  attempts?: number;
+  stream: boolean;
+}
+
+/**
+ * One inference request from admission to its record: holds the limiter lease and finishes exactly
+ * once, whichever way the request ends (answer, refusal, upstream failure, disconnect), writing the
+ * request log and spend, settling the lease and raising a soft-budget alert when one was crossed.
+ */
+export class InferenceRun {
+  private lease: Lease | undefined;
+  private rate: RateState | undefined;
+  private done = false;
+
+  constructor(
+    private readonly deps: InferenceDeps,
+    readonly ctx: RequestContext,
+    private readonly requested: string,
+  ) {}
+
+  get principal(): Principal {
+    return this.ctx.principal;
+  }
+
+  /** Admits the request against every limit of its key, key+model and team, or throws the 429. */
+  async admit(model: ServedModel, canonical: () => CanonicalRequest): Promise<void> {
+    const { limiter, reauthenticate } = this.deps;
+    if (this.ctx.principal.kind !== "key" || !limiter || !reauthenticate) return;
+    let p: KeyPrincipal = this.ctx.principal;
+    const estimate = needsEstimate(p.key, p.team, model.name)
+      ? this.estimate(model, canonical)
+      : { tokens: 0, cost: 0 };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const now = Date.now();
+      const seed = await this.modelSeed(p, model.name, now);
+      const a = await limiter.admit(admissionRequest(p, model, this.ctx.requestId, estimate, now, seed));
+      if (a.ok) {
+        this.lease = a.lease;
+        this.rate = a.rate;
+        return;
+      }
+      if (!a.stale) throw refusalError(a, model.name);
+      // The key or team changed on another instance: re-read it; it may now be refused outright.
+      const fresh = await reauthenticate(p);
+      if (fresh.kind !== "key") return;
+      p = fresh;
+      this.ctx.principal = fresh;
+      authorizeModel(this.deps.catalog, fresh, this.requested);
+    }
+    throw new GatewayError(503, "The key changed while the request was admitted; retry", { code: "key_changed" });
+  }
+
+  private async modelSeed(p: KeyPrincipal, model: string, now: number): Promise<number> {
+    const budget = p.key.model_max_budget[model];
+    if (!budget || !this.deps.modelSeeds) return 0;
+    const w = periodWindow(budget.time_period, now);
+    return this.deps.modelSeeds.get(p.key.token_id, model, w.endsAt - durationMs(budget.time_period), w.endsAt);
+  }
+
+  /** Prompt tokens (tokenizer) plus the output cap (or a bounded default), and what they would cost. */
+  private estimate(model: ServedModel, canonical: () => CanonicalRequest): { tokens: number; cost: number } {
+    let req: CanonicalRequest;
+    try {
+      req = canonical();
+    } catch (e) {
+      // A request the protocol cannot put in canonical form (forwarded natively) still gets a
+      // bounded reservation rather than losing its admission.
+      this.deps.log.warn("no estimate for a request", { request_id: this.ctx.requestId, error: (e as Error).message });
+      return this.reservationWithoutPrompt(model);
+    }
+    const prompt = estimatePromptTokens(promptText(req));
+    const cap = Math.min(
+      req.maxTokens ?? this.deps.defaultOutputTokens ?? 1024,
+      model.maxOutputTokens ?? Number.MAX_SAFE_INTEGER,
+    );
+    const input = model.prices.input ?? 0;
+    const output = model.prices.output ?? input;
+    return { tokens: prompt + cap, cost: prompt * input + cap * output };
+  }
+
+  private reservationWithoutPrompt(model: ServedModel): { tokens: number; cost: number } {
+    const cap = Math.min(this.deps.defaultOutputTokens ?? 1024, model.maxOutputTokens ?? Number.MAX_SAFE_INTEGER);
+    return { tokens: cap, cost: cap * (model.prices.output ?? model.prices.input ?? 0) };
+  }
+
+  /** Rate-limit headers of the admission (the tightest limits that applied). */
+  rateHeaders(): Record<string, string> {
+    return rateHeaders(this.rate);
+  }
+
+  finish(o: Outcome): void {
+    if (this.done) return;
+    this.done = true;
+    const { deps, ctx } = this;
+    const prices = o.model?.prices;
+    const { cost, estimated } = prices ? costOf(o.usage, prices) : { cost: 0, estimated: false };
+    const key = ctx.principal.kind === "key" ? ctx.principal.key : undefined;
+    const team = ctx.principal.kind === "key" ? ctx.principal.team : undefined;
+    deps.ledger.record({
+      request_id: ctx.requestId,
+      created_at: new Date(),
+      endpoint: ctx.endpoint,
+      token_id: key?.token_id ?? null,
+      key_hash: key?.key_hash ?? null,
+      team_id: key?.team_id ?? null,
+      model: o.model?.name ?? this.requested,
+      requested_model: this.requested,
+      provider: o.deployment?.provider ?? null,
+      deployment: o.deployment?.id ?? null,
+      upstream_model: o.deployment?.upstreamModel ?? null,
+      stream: o.stream,
+      status: o.status,
+      error_code: o.errorCode ?? null,
+      input_tokens: o.usage.inputTokens,
+      cache_read_tokens: o.usage.cacheReadTokens,
+      cache_write_tokens: o.usage.cacheWriteTokens,
+      output_tokens: o.usage.outputTokens,
+      reasoning_tokens: o.usage.reasoningTokens,
+      usage_estimated: o.usageEstimated ?? false,
+      cost,
+      cost_estimated: estimated,
+      latency_ms: Math.round(performance.now() - ctx.startedAt),
+      ttft_ms: o.ttftMs !== undefined ? Math.round(o.ttftMs) : null,
+      attempts: o.attempts ?? 0,
+      tags: key?.tags ?? [],
+    });
+    const lease = this.lease;
+    if (!lease || !key || !team || !deps.limiter) return;
+    deps.limiter
+      .settle(lease, { tokens: o.usage.inputTokens + o.usage.outputTokens, cost, tags: key.tags })
+      .then((settled) => {
+        if (settled.keySoftBudgetCrossed && key.soft_budget != null) {
+          const window = lease.request.key.budget;
+          deps.alerts?.emit({
+            type: "soft_budget_crossed",
+            event_id: `evt_${ctx.requestId}`,
+            time: new Date().toISOString(),
+            key: { token_id: key.token_id, key_alias: key.key_alias, key_name: key.key_name },
+            team: { team_id: team.team_id, team_alias: team.team_alias },
+            spend: settled.keySpend,
+            soft_budget: key.soft_budget,
+            max_budget: key.max_budget,
+            window_ends_at:
+              window && window.windowEndsAt < Number.MAX_SAFE_INTEGER
+                ? new Date(window.windowEndsAt).toISOString()
+                : null,
+          });
+        }
+      })
+      .catch((e: unknown) =>
+        deps.log.error("limiter settle failed", { request_id: ctx.requestId, error: (e as Error).message }),
+      );
+  }
+}
+
+export function callContext(deps: InferenceDeps, m: ServedModel, signal: AbortSignal): CallContext {
+  return {
+    signal,
+    log: deps.log,
+    fetchImage: deps.fetchImage,
+    ...(m.maxOutputTokens ? { defaultMaxTokens: m.maxOutputTokens } : {}),
+  };
+}
+
+function gatewayHeaders(
+  run: InferenceRun,
+  model: ServedModel,
+  d: Deployment,
+  routerMs: number,
+): Record<string, string> {
+  const ctx = run.ctx;
+  const overhead = Math.max(0, performance.now() - ctx.startedAt - routerMs);
+  return {
+    ...run.rateHeaders(),
+    "x-request-id": ctx.requestId,
+    "x-gateway-overhead-ms": overhead.toFixed(3),
+    "x-gateway-model": model.name,
+    "x-gateway-deployment": d.id,
+    "x-gateway-upstream-model": d.upstreamModel,
+  };
+}
+
+class Tracker implements StreamTracker {
+  usage: Usage | undefined;
+  failed: GatewayError | undefined;
+  text = "";
+  ttftMs: number | undefined;
+
+  constructor(private readonly startedAt: number) {}
+
+  token(text: string): void {
+    if (this.ttftMs === undefined) this.ttftMs = performance.now() - this.startedAt;
+    this.text += text;
+  }
+}
+
+function nativeWanted<B>(
+  protocol: Protocol<B>,
+  m: ServedModel,
+): protocol is Protocol<B> & { native: NativeForwarding<B> } {
+  return protocol.native !== undefined && (protocol.native.applies?.(m) ?? true);
+}
+
+/** Prompt tokens for an estimate; a request without a canonical form counts zero (and is logged as estimated). */
+function promptTokensOrZero(canonical: () => CanonicalRequest): number {
+  try {
+    return countTokens(promptText(canonical()));
+  } catch {
+    return 0;
+  }
+}
+
+/** Records a request that failed before answering; returns the error the client gets. */
+function failed(run: InferenceRun, model: ServedModel, e: unknown, stream: boolean): unknown {
+  const err = e instanceof UpstreamError ? toClientError(e) : e;
+  run.finish({
+    model,
+    status: err instanceof GatewayError ? err.status : 500,
+    errorCode: err instanceof GatewayError ? err.code : "internal_error",
+    usage: emptyUsage(),
+    stream,
+  });
+  return err;
+}
+
+/** The client-facing error for anything that escaped an adapter. */
+export function clientError(e: unknown, provider: string, signal: AbortSignal): GatewayError {
+  if (e instanceof GatewayError) return e;
+  return toClientError(e instanceof UpstreamError ? e : fetchFailure(e, provider, signal));
+}
+
+/** What a route hands over: the HTTP request, Bun's server (for its idle timer) and the caller. */
+export interface HttpCall {
+  request: Request;
+  server: { timeout(request: Request, seconds: number): void } | null;
+  principal: Principal;
+  /** performance.now() when the request arrived, when the route measured it earlier. */
+  startedAt?: number;
+}
+
+/** A route's entry into the pipeline: mints the request id and keeps long silent calls alive. */
+export function serveInference<B>(
+  deps: InferenceDeps,
+  http: HttpCall,
+  endpoint: string,
+  protocol: Protocol<B>,
+  parsed: B,
+) {
+  // Model calls can be silent for minutes; the server's idle timer must not cut them.
+  http.server?.timeout(http.request, 0);
+  const ctx: RequestContext = {
+    requestId: newRequestId(),
+    principal: http.principal,
+    startedAt: http.startedAt ?? performance.now(),
+    signal: http.request.signal,
+    endpoint,
+  };
+  return handleInference(deps, ctx, protocol, parsed);
+}
+
+/** Runs one inference request in the given protocol, from authorization to the response. */
+export async function handleInference<B>(
+  deps: InferenceDeps,
+  ctx: RequestContext,
+  protocol: Protocol<B>,
+  parsed: B,
+): Promise<Response> {
+  const requested = protocol.model(parsed);
+  const stream = protocol.stream(parsed);
+  const run = new InferenceRun(deps, ctx, requested);
+  let model: ServedModel;
+  let input = parsed;
+  let canonical: CanonicalRequest | undefined;
+  const toCanonical = (m: ServedModel): CanonicalRequest => {
+    canonical ??= protocol.toCanonical(input);
+    return { ...canonical, model: m.name, stream };
+  };
+  try {
+    model = authorizeModel(deps.catalog, ctx.principal, requested);
+    if (!protocol.modes.includes(model.mode)) {
+      throw badRequest(
+        `The model '${requested}' is a ${model.mode} model, which this endpoint does not serve${model.mode === "responses" ? " (use /v1/responses)" : ""}`,
+        "model",
+        "wrong_model_mode",
+      );
+    }
+    if (protocol.prepare)
+      input = await protocol.prepare(parsed, { requestId: ctx.requestId, principal: ctx.principal, model: model.name });
+    const served = model;
+    await run.admit(served, () => toCanonical(served));
+  } catch (e) {
+    if (e instanceof GatewayError) run.finish({ status: e.status, errorCode: e.code, usage: emptyUsage(), stream });
+    throw e;
+  }
+  const pctx = (m: ServedModel): ProtocolContext => ({
+    requestId: ctx.requestId,
+    principal: ctx.principal,
+    model: m.name,
+  });
+  return stream
+    ? streamInference(deps, run, protocol, input, model, toCanonical, pctx)
+    : completeInference(deps, run, protocol, input, model, toCanonical, pctx);
+}
+
+interface Completed {
+  text: string;
+  usage: Usage;
+}
+
+async function completeInference<B>(
+  deps: InferenceDeps,
+  run: InferenceRun,
+  protocol: Protocol<B>,
+  input: B,
+  model: ServedModel,
+  toCanonical: (m: ServedModel) => CanonicalRequest,
+  pctx: (m: ServedModel) => ProtocolContext,
+): Promise<Response> {
+  const ctx = run.ctx;
+  const routerStart = performance.now();
+  try {
+    const routed = await deps.router.run<Completed>(model, ctx.signal, async (m, d, signal) => {
+      const adapter = deps.adapters.get(d.provider) as ProviderAdapter;
+      const call = callContext(deps, m, signal);
+      const forwarded =
+        nativeWanted(protocol, m) &&
+        adapter.passthrough?.(protocol.name, protocol.native.body(input, false), d, call, false);
+      if (forwarded && protocol.native) {
+        const res = await forwarded;
+        let text: string;
+        try {
+          text = await res.text();
+        } catch (e) {
+          throw fetchFailure(e, d.provider, signal);
+        }
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          throw new UpstreamError("protocol", `${d.provider} returned a body that is not JSON`, { status: 502 });
+        }
+        return { text, usage: protocol.native.usage(json) };
+      }
+      const res = await adapter.chat(toCanonical(m), d, call);
+      return { text: JSON.stringify(protocol.encode(res, input, pctx(m))), usage: res.usage };
+    });
+    routed.done();
+    const routerMs = performance.now() - routerStart;
+    run.finish({
+      model: routed.model,
+      deployment: routed.deployment,
+      status: 200,
+      usage: routed.value.usage,
+      attempts: routed.attempts,
+      stream: false,
+    });
+    return new Response(routed.value.text, {
+      headers: {
+        "content-type": "application/json",
+        ...gatewayHeaders(run, routed.model, routed.deployment, routerMs),
+      },
+    });
+  } catch (e) {
+    throw failed(run, model, e, false);
+  }
+}
+
+async function* canonicalFrames(
+  events: AsyncIterable<StreamEvent>,
+  encoder: StreamEncoder,
+  t: Tracker,
+  provider: string,
+  signal: AbortSignal,
+): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const ev of events) {
+      if (ev.type === "usage") t.usage = ev.usage;
+      else if (ev.type === "text_delta") t.token(ev.text);
+      else if (ev.type === "tool_call_start") t.token(ev.name);
+      else if (ev.type === "tool_call_delta") t.token(ev.arguments);
+      for (const f of encoder.encode(ev)) yield f;
+    }
+    for (const f of encoder.end()) yield f;
+  } catch (e) {
+    const err = clientError(e, provider, signal);
+    t.failed = err;
+    if (!signal.aborted) for (const f of encoder.error(err)) yield f;
+  }
+}
+
+type Started =
+  | { kind: "native"; body: ReadableStream<Uint8Array> }
+  | { kind: "events"; events: AsyncIterable<StreamEvent> };
+
+async function streamInference<B>(
+  deps: InferenceDeps,
+  run: InferenceRun,
+  protocol: Protocol<B>,
+  input: B,
+  model: ServedModel,
+  toCanonical: (m: ServedModel) => CanonicalRequest,
+  pctx: (m: ServedModel) => ProtocolContext,
+): Promise<Response> {
+  const ctx = run.ctx;
+  const cancel = new AbortController();
+  const signal = AbortSignal.any([ctx.signal, cancel.signal]);
+  const tracker = new Tracker(ctx.startedAt);
+  const routerStart = performance.now();
+  let routed: Awaited<ReturnType<Router["run"]>> & { value: Started };
+  try {
+    routed = await deps.router.run<Started>(model, signal, async (m, d, s) => {
+      const adapter = deps.adapters.get(d.provider) as ProviderAdapter;
+      const call = callContext(deps, m, s);
+      const forwarded =
+        nativeWanted(protocol, m) &&
+        adapter.passthrough?.(protocol.name, protocol.native.body(input, true), d, call, true);
+      if (forwarded) {
+        const res = await forwarded;
+        if (!res.body) throw new UpstreamError("protocol", `${d.provider} returned an empty stream`, { status: 502 });
+        return { kind: "native", body: res.body };
+      }
+      return { kind: "events", events: await adapter.chatStream(toCanonical(m), d, call) };
+    });
+  } catch (e) {
+    throw failed(run, model, e, true);
+  }
+  routed.done();
+  const routerMs = performance.now() - routerStart;
+  const { deployment } = routed;
+  const started = routed.value;
+  const frames =
+    started.kind === "native" && protocol.native
+      ? protocol.native.frames(started.body, input, tracker, deployment.provider, signal)
+      : canonicalFrames(
+          (started as Extract<Started, { kind: "events" }>).events,
+          protocol.encoder(input, pctx(routed.model)),
+          tracker,
+          deployment.provider,
+          signal,
+        );
+
+  const finish = (outcome: StreamOutcome) => {
+    let usage = tracker.usage;
+    let usageEstimated = false;
+    if (!usage) {
+      // Cut off before the upstream reported usage: bill what was produced, by estimate.
+      usage = {
+        ...emptyUsage(),
+        inputTokens: promptTokensOrZero(() => toCanonical(routed.model)),
+        outputTokens: countTokens(tracker.text),
+      };
+      usageEstimated = true;
+    }
+    run.finish({
+      model: routed.model,
+      deployment,
+      status: outcome === "cancelled" ? 499 : (tracker.failed?.status ?? 200),
+      errorCode: outcome === "cancelled" ? "client_closed_request" : (tracker.failed?.code ?? null),
+      usage,
+      usageEstimated,
+      ...(tracker.ttftMs !== undefined ? { ttftMs: tracker.ttftMs } : {}),
+      attempts: routed.attempts,
+      stream: true,
+    });
+  };
+  const body = sseBody(frames, {
+    heartbeatMs: deps.heartbeatMs,
+    onCancel: () => cancel.abort(new DOMException("client disconnected", "AbortError")),
+    onEnd: finish,
+  });
+  return new Response(body, {
+    headers: { ...SSE_HEADERS, ...gatewayHeaders(run, routed.model, deployment, routerMs) },
+  });
+}

@@ -1,0 +1,133 @@
+/**
+ * The limiter contract: one atomic admission before the upstream call and one settlement after it.
+ * Two implementations keep it: Redis (shared by every gateway instance; Lua scripts, Redis's clock)
+ * and process memory (the embedded default). One contract test suite runs against both.
+ *
+ * Every counter of one request lives under the request's `scope` (its team), so a single Lua call
+ * can touch them all and Redis Cluster keeps them in one slot (`{hash-tag}` = the scope).
+ */
+
+/** A spend budget: blocks once `spent + reserved` has reached `limit`. */
+export interface BudgetCheck {
+  limit: number;
+  /**
+   * Identifies the budget window: a new id starts a new counter at zero. Key and team windows come
+   * from `budget_reset_at`; per-model windows are fixed periods aligned to the epoch.
+   */
+  windowId: string;
+  /** When the window ends (epoch ms); counters may be dropped after it. */
+  windowEndsAt: number;
+  /**
+   * Spend already recorded durably for this window, used only when the live counter does not exist
+   * (first use, or a Redis that lost its data).
+   */
+  seed: number;
+}
+
+export interface Limits {
+  /** Requests per minute; null or undefined: no limit. */
+  rpm?: number | null;
+  /** Tokens per minute. */
+  tpm?: number | null;
+  /** Concurrent requests. */
+  maxParallel?: number | null;
+  budget?: BudgetCheck | null;
+  /** Soft budget (alert threshold) on the same window as `budget`. */
+  softBudget?: number | null;
+}
+
+export interface Subject extends Limits {
+  id: string;
+  /**
+   * The record's version as the caller knows it (its `updated_at` in ms). When a newer version was
+   * published (`publishVersion`), admission answers `stale` so the caller reloads the record.
+   */
+  version: number;
+}
+
+export interface AdmissionRequest {
+  /** Hash-tag scope of every counter touched: the team id ("_master" for the master key). */
+  scope: string;
+  /** Unique per request: the parallel-lease id. */
+  requestId: string;
+  key: Subject;
+  /** Limits of this key on this model (`model_rpm_limit`, `model_tpm_limit`, `model_max_budget`). */
+  keyModel: Limits & { model: string };
+  team: Subject;
+  /** Reserved before the call and reconciled by `settle`: prompt estimate + output cap, and its cost. */
+  estimate: { tokens: number; cost: number };
+}
+
+export type LimitKind = "rpm" | "tpm" | "parallel" | "budget";
+export type LimitScope = "key" | "model" | "team";
+
+/** What rate-limit headers report: the tightest requests and tokens limits that applied. */
+export interface RateState {
+  requests?: { limit: number; remaining: number; resetMs: number };
+  tokens?: { limit: number; remaining: number; resetMs: number };
+}
+
+/** Handle of an admitted request; pass it to `settle` exactly once. */
+export interface Lease {
+  readonly requestId: string;
+  readonly request: AdmissionRequest;
+  /** Redis or memory time (ms) at admission. */
+  readonly admittedAt: number;
+}
+
+export type Admission =
+  | { ok: true; lease: Lease; rate: RateState }
+  /** A newer version of the key or team was published: reload it and try again. */
+  | { ok: false; stale: true; which: "key" | "team" }
+  | {
+      ok: false;
+      stale: false;
+      kind: LimitKind;
+      scope: LimitScope;
+      limit: number;
+      retryAfterMs: number;
+      rate: RateState;
+    };
+
+export interface Settlement {
+  /** Actual tokens (input + output) and cost; replace the reservation. */
+  tokens: number;
+  cost: number;
+  /** Spend tags of the key: live per-tag spend counters. */
+  tags: readonly string[];
+}
+
+export interface SettleResult {
+  /** Live spend of the key's and team's current budget windows after this request. */
+  keySpend: number;
+  teamSpend: number;
+  /** This settlement crossed the key's soft budget, first time in the window (alert once). */
+  keySoftBudgetCrossed: boolean;
+}
+
+export interface Limiter {
+  readonly kind: "redis" | "memory";
+  /** One round trip: version check, rpm/tpm/parallel/budget checks, then counts and reservations. */
+  admit(req: AdmissionRequest): Promise<Admission>;
+  /**
+   * One round trip: releases the parallel slot, replaces the token and cost reservations with the
+   * actual values, adds the spend (key, key+model, team, tags). Safe to call after failures (actual
+   * zero) and never twice for one lease.
+   */
+  settle(lease: Lease, actual: Settlement): Promise<SettleResult>;
+  /** Records that a key or team changed, so admissions holding an older version answer `stale`. */
+  publishVersion(scope: string, which: "key" | "team", id: string, version: number): Promise<void>;
+  /** Live spend of a tag (for reports). */
+  tagSpend(tag: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Options shared by both implementations. */
+export interface LimiterOptions {
+  /** Length of the rpm/tpm window; 60 000 in production, shorter in tests. */
+  windowMs: number;
+  /** A parallel lease not settled within this time is dropped (its instance died). Renewed while the request runs. */
+  leaseMs: number;
+}
+
+export const LIMITER_DEFAULTS: LimiterOptions = { windowMs: 60_000, leaseMs: 120_000 };

@@ -1,0 +1,190 @@
+/**
+ * The durable record of spend: request-log rows and key/team spend, written in the background in
+ * batches (bounded size and interval), never on the client's critical path. One transaction per
+ * batch inserts the rows (skipping request ids already written) and adds exactly the inserted rows'
+ * cost to their keys and teams, so a retried batch never counts twice. When the database is down,
+ * rows stay buffered and are written once it is back; beyond the memory bound (and at shutdown)
+ * they spill to Redis when one is configured, and every instance drains the spill once the
+ * database answers again.
+ */
+import { eq, sql } from "drizzle-orm";
+import type { Logger } from "../log";
+import type { Db } from "../store/db";
+import { apiKeys, type NewRequestLog, requestLogs, teams } from "../store/schema";
+import type { SpillStore } from "./spill";
+
+export interface LedgerOptions {
+  batchSize: number;
+  flushIntervalMs: number;
+  /** Rows kept in memory while the database is unreachable; beyond this the oldest spill (or are dropped, loudly). */
+  maxBuffered: number;
+  /** Where overflow waits (Redis); without one, overflow is dropped and logged. */
+  spill?: SpillStore;
+  /** How often the spill is checked for rows to write. */
+  spillDrainMs?: number;
+}
+
+export const LEDGER_DEFAULTS: LedgerOptions = { batchSize: 500, flushIntervalMs: 200, maxBuffered: 200_000 };
+
+export class SpendLedger {
+  private buffer: NewRequestLog[] = [];
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private flushing: Promise<void> | undefined;
+  private failures = 0;
+  private readonly spillTimer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly log: Logger,
+    private readonly opts: LedgerOptions = LEDGER_DEFAULTS,
+  ) {
+    if (opts.spill) {
+      this.spillTimer = setInterval(() => void this.flush(), opts.spillDrainMs ?? 5000);
+      this.spillTimer.unref?.();
+    }
+  }
+
+  record(row: NewRequestLog): void {
+    this.buffer.push(row);
+    if (this.buffer.length > this.opts.maxBuffered)
+      this.overflow(this.buffer.splice(0, this.buffer.length - this.opts.maxBuffered));
+    this.schedule(this.buffer.length >= this.opts.batchSize ? 0 : this.opts.flushIntervalMs);
+  }
+
+  private overflow(rows: NewRequestLog[]): void {
+    const spill = this.opts.spill;
+    if (!spill) {
+      this.log.error("spend buffer full: oldest request logs dropped", { dropped: rows.length });
+      return;
+    }
+    spill.push(rows).then(
+      () => this.log.warn("spend buffer full: request logs spilled to Redis", { rows: rows.length }),
+      (e: unknown) =>
+        this.log.error("spend buffer full and Redis unreachable: request logs dropped", {
+          dropped: rows.length,
+          error: (e as Error).message,
+        }),
+    );
+  }
+
+  get pending(): number {
+    return this.buffer.length;
+  }
+
+  /** Writes everything buffered now; resolves when done or when the database refused (rows kept). */
+  flush(): Promise<void> {
+    if (!this.flushing) {
+      this.flushing = this.drain().finally(() => {
+        this.flushing = undefined;
+      });
+    }
+    return this.flushing;
+  }
+
+  /** Final flush at shutdown: keeps trying until the buffer is empty or the deadline passes, then spills the rest. */
+  async close(deadlineMs = 10_000): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.spillTimer) clearInterval(this.spillTimer);
+    this.timer = undefined;
+    const until = Date.now() + deadlineMs;
+    while (this.buffer.length > 0 && Date.now() < until) {
+      await this.flush();
+      if (this.buffer.length > 0) await Bun.sleep(200);
+    }
+    if (this.buffer.length === 0) return;
+    const rest = this.buffer.splice(0);
+    try {
+      if (!this.opts.spill) throw new Error("no Redis configured");
+      await this.opts.spill.push(rest);
+      this.log.warn("shutdown: unwritten request logs spilled to Redis", { count: rest.length });
+    } catch (e) {
+      this.log.error("shutdown: request logs not written", { count: rest.length, error: (e as Error).message });
+    }
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.timer) {
+      if (delayMs > 0) return;
+      clearTimeout(this.timer);
+    }
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, delayMs);
+  }
+
+  private async drain(): Promise<void> {
+    while (this.buffer.length > 0) {
+      const batch = this.buffer.slice(0, this.opts.batchSize);
+      if (!(await this.tryWrite(batch))) return;
+      this.buffer.splice(0, batch.length);
+    }
+    await this.drainSpill();
+  }
+
+  /** Rows spilled by any instance, written once the database takes writes again. */
+  private async drainSpill(): Promise<void> {
+    const spill = this.opts.spill;
+    if (!spill) return;
+    for (;;) {
+      let rows: NewRequestLog[];
+      try {
+        rows = await spill.take(this.opts.batchSize);
+      } catch {
+        return; // Redis unreachable: the next drain tries again.
+      }
+      if (rows.length === 0) return;
+      if (!(await this.tryWrite(rows))) {
+        await spill.unshift(rows).catch((e: unknown) => {
+          this.log.error("spilled request logs lost: neither database nor Redis reachable", {
+            rows: rows.length,
+            error: (e as Error).message,
+          });
+        });
+        return;
+      }
+    }
+  }
+
+  private async tryWrite(batch: NewRequestLog[]): Promise<boolean> {
+    try {
+      await this.write(batch);
+      this.failures = 0;
+      return true;
+    } catch (e) {
+      this.failures++;
+      this.log.error("spend write failed; will retry", { rows: batch.length, error: (e as Error).message });
+      this.schedule(Math.min(30_000, 250 * 2 ** Math.min(this.failures, 7)));
+      return false;
+    }
+  }
+
+  private async write(batch: NewRequestLog[]): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      const inserted = await tx
+        .insert(requestLogs)
+        .values(batch)
+        .onConflictDoNothing({ target: requestLogs.request_id })
+        .returning({ token_id: requestLogs.token_id, team_id: requestLogs.team_id, cost: requestLogs.cost });
+      const byKey = new Map<string, number>();
+      const byTeam = new Map<string, number>();
+      for (const r of inserted) {
+        if (r.cost <= 0) continue;
+        if (r.token_id) byKey.set(r.token_id, (byKey.get(r.token_id) ?? 0) + r.cost);
+        if (r.team_id) byTeam.set(r.team_id, (byTeam.get(r.team_id) ?? 0) + r.cost);
+      }
+      for (const [tokenId, cost] of byKey) {
+        await tx
+          .update(apiKeys)
+          .set({ spend: sql`${apiKeys.spend} + ${cost}` })
+          .where(eq(apiKeys.token_id, tokenId));
+      }
+      for (const [teamId, cost] of byTeam) {
+        await tx
+          .update(teams)
+          .set({ spend: sql`${teams.spend} + ${cost}` })
+          .where(eq(teams.team_id, teamId));
+      }
+    });
+  }
+}

@@ -1,0 +1,198 @@
+import { expect, test } from "bun:test";
+import { describeEachBackend, type ErrorWire, type Reply } from "./helpers/gateway";
+
+const POST_ENDPOINTS = [
+  "/key/generate",
+  "/key/update",
+  "/key/regenerate",
+  "/key/block",
+  "/key/unblock",
+  "/key/delete",
+  "/team/new",
+  "/team/update",
+  "/team/block",
+  "/team/unblock",
+  "/team/delete",
+];
+
+/** Every error: the envelope with all four fields, JSON, no stack trace, never Elysia's 422. */
+function expectEnvelope(r: Reply<ErrorWire>, status: number, label: string) {
+  expect(`${label} -> ${r.status}`).toBe(`${label} -> ${status}`);
+  expect(r.headers.get("content-type")).toContain("application/json");
+  expect(Object.keys(r.body.error).sort()).toEqual(["code", "message", "param", "type"]);
+  expect(typeof r.body.error.message).toBe("string");
+  expect(r.text).not.toMatch(/\bat .+:\d+:\d+|node_modules|\.ts:\d+/);
+}
+
+describeEachBackend("bad input", (gw) => {
+  test("malformed JSON, non-object bodies and empty bodies are 400 on every POST endpoint", async () => {
+    for (const path of POST_ENDPOINTS) {
+      const bad = await gw().call<ErrorWire>("POST", path, {
+        raw: '{"team_id": "x",',
+        headers: { "content-type": "application/json" },
+      });
+      expectEnvelope(bad, 400, `${path} malformed`);
+      expect(bad.body.error.code).toBe("invalid_json");
+      for (const raw of ["[1,2]", '"text"', "42", "null", "true"]) {
+        const r = await gw().call<ErrorWire>("POST", path, { raw, headers: { "content-type": "application/json" } });
+        expectEnvelope(r, 400, `${path} ${raw}`);
+      }
+      expectEnvelope(
+        await gw().call<ErrorWire>("POST", path, { raw: "", headers: { "content-type": "application/json" } }),
+        400,
+        `${path} empty`,
+      );
+    }
+  });
+
+  test("non-JSON content types are 415; bodies over the limit are 413", async () => {
+    for (const path of POST_ENDPOINTS) {
+      for (const type of ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data; boundary=x"]) {
+        const r = await gw().call<ErrorWire>("POST", path, { raw: "a=1", headers: { "content-type": type } });
+        expectEnvelope(r, 415, `${path} ${type}`);
+      }
+      const big = JSON.stringify({ team_id: "t", metadata: { blob: "x".repeat(70 * 1024) } });
+      expectEnvelope(
+        await gw().call<ErrorWire>("POST", path, { raw: big, headers: { "content-type": "application/json" } }),
+        413,
+        `${path} big`,
+      );
+      const chunked = await gw().app.handle(
+        new Request(`http://localhost${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${gw().masterKey}` },
+          body: new ReadableStream({
+            start(c) {
+              c.enqueue(new TextEncoder().encode(big));
+              c.close();
+            },
+          }),
+        }),
+      );
+      expect(chunked.status).toBe(413);
+    }
+    // charset parameters and +json types are fine
+    const ok = await gw().call("POST", "/team/new", {
+      raw: "{}",
+      headers: { "content-type": "application/json; charset=utf-8" },
+    });
+    expect(ok.status).toBe(200);
+  });
+
+  test("unknown fields are 400 naming the field on every POST endpoint", async () => {
+    for (const path of POST_ENDPOINTS) {
+      const r = await gw().call<ErrorWire>("POST", path, {
+        body: { team_id: "t", key: "k", team_ids: ["t"], keys: ["k"], rpm_limt: 5 },
+      });
+      expectEnvelope(r, 400, path);
+      expect(r.body.error).toMatchObject({ code: "unknown_field" });
+    }
+  });
+
+  test("wrong types and out-of-range values name the field", async () => {
+    const team = await gw().newTeam();
+    const key = await gw().newKey({ team_id: team.team_id });
+    const cases: Array<[string, Record<string, unknown>, string]> = [
+      ["/key/generate", { team_id: 5 }, "team_id"],
+      ["/key/generate", { team_id: "has space" }, "team_id"],
+      ["/key/generate", { team_id: team.team_id, models: "openai/gpt-4o" }, "models"],
+      ["/key/generate", { team_id: team.team_id, models: [1] }, "models[0]"],
+      ["/key/generate", { team_id: team.team_id, max_budget: -1 }, "max_budget"],
+      ["/key/generate", { team_id: team.team_id, max_budget: "10" }, "max_budget"],
+      ["/key/generate", { team_id: team.team_id, soft_budget: -0.5 }, "soft_budget"],
+      ["/key/generate", { team_id: team.team_id, rpm_limit: 1.5 }, "rpm_limit"],
+      ["/key/generate", { team_id: team.team_id, tpm_limit: -1 }, "tpm_limit"],
+      ["/key/generate", { team_id: team.team_id, max_parallel_requests: 2.5 }, "max_parallel_requests"],
+      ["/key/generate", { team_id: team.team_id, duration: "10x" }, "duration"],
+      ["/key/generate", { team_id: team.team_id, duration: "-2" }, "duration"],
+      ["/key/generate", { team_id: team.team_id, duration: 30 }, "duration"],
+      ["/key/generate", { team_id: team.team_id, budget_duration: "-1" }, "budget_duration"],
+      ["/key/generate", { team_id: team.team_id, budget_duration: "1w" }, "budget_duration"],
+      [
+        "/key/generate",
+        { team_id: team.team_id, model_max_budget: { m: { budget_limit: 1 } } },
+        "model_max_budget.m.time_period",
+      ],
+      [
+        "/key/generate",
+        { team_id: team.team_id, model_max_budget: { m: { budget_limit: 1, time_period: "1y" } } },
+        "model_max_budget.m.time_period",
+      ],
+      [
+        "/key/generate",
+        { team_id: team.team_id, model_max_budget: { m: { budget_limit: -1, time_period: "1d" } } },
+        "model_max_budget.m.budget_limit",
+      ],
+      [
+        "/key/generate",
+        { team_id: team.team_id, model_max_budget: { m: { budget_limit: 1, time_period: "1d", x: 1 } } },
+        "model_max_budget.m.x",
+      ],
+      ["/key/generate", { team_id: team.team_id, model_rpm_limit: { m: "5" } }, "model_rpm_limit.m"],
+      ["/key/generate", { team_id: team.team_id, model_tpm_limit: { m: 0.5 } }, "model_tpm_limit.m"],
+      ["/key/generate", { team_id: team.team_id, metadata: [1] }, "metadata"],
+      ["/key/generate", { team_id: team.team_id, metadata: "x" }, "metadata"],
+      ["/key/generate", { team_id: team.team_id, tags: "t" }, "tags"],
+      ["/key/generate", { team_id: team.team_id, tags: [""] }, "tags[0]"],
+      ["/key/generate", { team_id: team.team_id, blocked: "yes" }, "blocked"],
+      ["/key/generate", { team_id: team.team_id, key_type: "admin" }, "key_type"],
+      ["/key/generate", { team_id: team.team_id, key_alias: "" }, "key_alias"],
+      ["/key/generate", { team_id: team.team_id, key_alias: "a".repeat(300) }, "key_alias"],
+      ["/key/update", { rpm_limit: 5 }, "key"],
+      ["/key/update", { key: key.key, rpm_limit: "5" }, "rpm_limit"],
+      ["/key/update", { key: key.key, team_id: "other" }, "team_id"],
+      ["/key/update", { key: 5 }, "key"],
+      ["/key/regenerate", { key: key.key, duration: "forever" }, "duration"],
+      ["/key/block", {}, "key"],
+      ["/key/delete", { keys: "sk-x" }, "keys"],
+      ["/key/delete", { keys: [] }, "keys"],
+      ["/key/delete", { key_aliases: [5] }, "key_aliases[0]"],
+      ["/team/new", { team_id: "bad/slash" }, "team_id"],
+      ["/team/new", { max_budget: -3 }, "max_budget"],
+      ["/team/new", { models: {} }, "models"],
+      ["/team/update", { rpm_limit: 1 }, "team_id"],
+      ["/team/update", { team_id: team.team_id, tpm_limit: "lots" }, "tpm_limit"],
+      ["/team/delete", { team_ids: "x" }, "team_ids"],
+      ["/team/delete", { team_ids: ["x"], force: "yes" }, "force"],
+      ["/team/block", { team_id: 1 }, "team_id"],
+    ];
+    for (const [path, body, param] of cases) {
+      const r = await gw().call<ErrorWire>("POST", path, { body });
+      expectEnvelope(r, 400, `${path} ${JSON.stringify(body).slice(0, 80)}`);
+      expect(r.body.error.param).toBe(param);
+      expect(r.body.error.message).toContain(param);
+    }
+    // nothing was created or changed by any of the above
+    const info = await gw().call<{ rpm_limit: number | null }>("GET", `/key/info?key=${key.token_id}`);
+    expect(info.body.rpm_limit).toBeNull();
+  });
+
+  test("GET endpoints validate their query strings", async () => {
+    const cases: Array<[string, string]> = [
+      ["/key/list?page=x", "page"],
+      ["/key/list?size=1000", "size"],
+      ["/team/list?page=0", "page"],
+      ["/team/info", "team_id"],
+    ];
+    for (const [path, param] of cases) {
+      const r = await gw().call<ErrorWire>("GET", path);
+      expectEnvelope(r, 400, path);
+      expect(r.body.error.param).toBe(param);
+    }
+  });
+
+  test("unknown routes and wrong methods are 404 in the error envelope", async () => {
+    for (const [method, path] of [
+      ["GET", "/nope"],
+      ["GET", "/key/generate"],
+      ["POST", "/key/info"],
+      ["DELETE", "/key/delete"],
+      ["PUT", "/team/new"],
+      ["GET", "/key"],
+    ] as const) {
+      const r = await gw().call<ErrorWire>(method, path);
+      expectEnvelope(r, 404, `${method} ${path}`);
+      expect(r.body.error.code).toBe("route_not_found");
+    }
+  });
+});

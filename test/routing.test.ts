@@ -1,0 +1,363 @@
+/** Routing and failure handling through the gateway, against mock upstreams. */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import OpenAI from "openai";
+import type { ModelConfig } from "../src/config/file";
+import { pgliteBackend } from "./helpers/backends";
+import { type ErrorWire, type GeneratedWire, startGateway, type TestGateway } from "./helpers/gateway";
+import { openaiCompletion, openaiError, openaiFixture } from "./mocks/openai";
+import { type MockUpstream, startMockUpstream, streamResponse } from "./mocks/upstream";
+
+const A = startMockUpstream();
+const B = startMockUpstream();
+const C = startMockUpstream();
+let gw: TestGateway;
+let key: GeneratedWire;
+let client: OpenAI;
+
+const d = (provider: string, model: string, weight = 1) => ({ provider, model, weight });
+const models: ModelConfig[] = [
+  {
+    name: "pa/retry",
+    deployments: [d("pa", "retry")],
+    max_retries: 2,
+    input_cost_per_token: 1e-6,
+    output_cost_per_token: 1e-6,
+  },
+  { name: "pa/bad-request", deployments: [d("pa", "bad")] },
+  { name: "pa/rate", deployments: [d("pa", "rate"), d("pb", "rate")] },
+  { name: "pa/flaky", deployments: [d("pa", "flaky"), d("pb", "flaky")], max_retries: 1 },
+  { name: "pa/primary", deployments: [d("pa", "primary")], fallbacks: ["pc/backup"], max_retries: 1 },
+  { name: "pc/backup", input_cost_per_token: 2e-6, output_cost_per_token: 2e-6 },
+  { name: "pa/slow", deployments: [d("pa", "slow")], timeout_seconds: 0.3, max_retries: 0 },
+  { name: "pa/down", deployments: [d("pa", "down")], max_retries: 1 },
+  { name: "pa/limited", deployments: [d("pa", "limited")], max_retries: 0 },
+  { name: "pa/weighted", deployments: [d("pa", "w", 3), d("pb", "w", 1)] },
+  {
+    name: "pa/stream",
+    deployments: [d("pa", "stream")],
+    max_retries: 1,
+    input_cost_per_token: 1e-6,
+    output_cost_per_token: 1e-6,
+  },
+];
+
+beforeAll(async () => {
+  gw = await startGateway(pgliteBackend, {
+    heartbeatMs: 100,
+    inference: {
+      providers: {
+        pa: { type: "openai", api_base: A.url, api_key: "ka" },
+        pb: { type: "openai", api_base: B.url, api_key: "kb" },
+        pc: { type: "openai", api_base: C.url, api_key: "kc" },
+      },
+      models,
+      router: { retry_backoff_ms: 1, cooldown_seconds: 60, allowed_fails: 2 },
+    },
+  });
+  key = await gw.newKey();
+  client = new OpenAI({ baseURL: `${gw.listen()}/v1`, apiKey: key.key, maxRetries: 0 });
+});
+afterAll(async () => {
+  await gw.close();
+  for (const m of [A, B, C]) m.close();
+});
+
+const ask = (model: string) =>
+  client.chat.completions.create({ model, messages: [{ role: "user", content: "hi" }] }).withResponse();
+const modelOf = (m: MockUpstream, name: string) =>
+  m.requests.filter((r) => (r.json as { model?: string })?.model === name);
+
+async function lastLog(): Promise<Record<string, unknown>> {
+  await gw.flush();
+  const res: unknown = await gw.opened.database.db.execute(
+    sql`select * from request_logs order by created_at desc, request_id desc limit 1`,
+  );
+  return ((res as { rows: Record<string, unknown>[] }).rows ?? [])[0] ?? {};
+}
+
+describe("retries and failures", () => {
+  test("a 500 is retried and the second attempt answers", async () => {
+    A.enqueue(() => openaiError(500, "boom", "server_error"));
+    A.setDefault((r) =>
+      (r.json as { model: string }).model === "retry"
+        ? openaiCompletion("second try", { prompt: 3, completion: 2 })
+        : openaiError(500, "unexpected", "x"),
+    );
+    const { data } = await ask("pa/retry");
+    expect(data.choices[0]?.message.content).toBe("second try");
+    expect(modelOf(A, "retry")).toHaveLength(2);
+    expect(await lastLog()).toMatchObject({ attempts: 2, status: 200, model: "pa/retry" });
+  });
+
+  test("a 400 is not retried", async () => {
+    A.enqueue(() => openaiError(400, "bad field", "invalid_request_error"));
+    const err = await ask("pa/bad-request").catch((e) => e);
+    expect(err.status).toBe(400);
+    expect(modelOf(A, "bad")).toHaveLength(1);
+  });
+
+  test("a 429 cools that deployment down and the other one serves, now and afterwards", async () => {
+    let served = 0;
+    const first429 = (m: MockUpstream) => () =>
+      served++ === 0
+        ? openaiError(429, "slow down", "requests", { "retry-after": "30" })
+        : openaiCompletion(`from ${m === A ? "A" : "B"}`, { prompt: 1, completion: 1 });
+    A.setDefault(first429(A));
+    B.setDefault(first429(B));
+    for (let i = 0; i < 6; i++) expect((await ask("pa/rate")).data.choices[0]?.message.content).toMatch(/^from [AB]$/);
+    const counts = [modelOf(A, "rate").length, modelOf(B, "rate").length].sort();
+    // the one that answered 429 saw exactly that one request; the other took all six
+    expect(counts).toEqual([1, 6]);
+  });
+
+  test("a deployment failing allowed_fails times in a row is cooled down", async () => {
+    A.setDefault((r) =>
+      (r.json as { model: string }).model === "flaky"
+        ? openaiError(503, "unavailable", "server_error")
+        : openaiError(500, "x", "x"),
+    );
+    B.setDefault(() => openaiCompletion("B is fine", { prompt: 1, completion: 1 }));
+    // Deployments are picked at random: keep asking until the failing one has been tried twice...
+    for (let i = 0; i < 100 && modelOf(A, "flaky").length < 2; i++) {
+      expect((await ask("pa/flaky")).data.choices[0]?.message.content).toBe("B is fine");
+    }
+    expect(modelOf(A, "flaky")).toHaveLength(2);
+    expect(gw.inference.router.isCoolingDown("pa/flaky")).toBe(true);
+    // ...after which it is skipped: every further request goes straight to the healthy one.
+    for (let i = 0; i < 10; i++) expect((await ask("pa/flaky")).data.choices[0]?.message.content).toBe("B is fine");
+    expect(modelOf(A, "flaky")).toHaveLength(2);
+  });
+
+  test("when every deployment fails, the fallback model serves and is named in the headers and the log", async () => {
+    A.setDefault(() => openaiError(503, "down", "server_error"));
+    C.setDefault(() => openaiCompletion("backup here", { prompt: 10, completion: 5 }));
+    const { data, response } = await ask("pa/primary");
+    expect(data.choices[0]?.message.content).toBe("backup here");
+    expect(response.headers.get("x-gateway-model")).toBe("pc/backup");
+    expect(modelOf(A, "primary")).toHaveLength(2);
+    const row = await lastLog();
+    expect(row).toMatchObject({ model: "pc/backup", requested_model: "pa/primary", provider: "pc", attempts: 3 });
+    expect(row.cost as number).toBeCloseTo(15 * 2e-6, 15);
+  });
+
+  test("a slow upstream times out: 504, and the upstream call is abandoned", async () => {
+    let upstreamSignal: AbortSignal | undefined;
+    A.setDefault(async (_r, raw) => {
+      upstreamSignal = raw.signal;
+      await Bun.sleep(3000);
+      return openaiCompletion("too late", { prompt: 1, completion: 1 });
+    });
+    const err = await ask("pa/slow").catch((e) => e);
+    expect(err.status).toBe(504);
+    expect(err.error).toMatchObject({ code: "upstream_timeout" });
+    for (let i = 0; i < 40 && !upstreamSignal?.aborted; i++) await Bun.sleep(25);
+    expect(upstreamSignal?.aborted).toBe(true);
+  });
+
+  test("when every attempt fails the client gets the upstream's status", async () => {
+    A.setDefault(() => openaiError(503, "maintenance", "server_error"));
+    const err = await ask("pa/down").catch((e) => e);
+    expect(err.status).toBe(503);
+    expect(err.message).toContain("maintenance");
+    A.setDefault(() => openaiError(429, "quota", "requests", { "retry-after": "7" }));
+    const limited = await client.chat.completions
+      .create({ model: "pa/limited", messages: [{ role: "user", content: "x" }] })
+      .withResponse()
+      .catch((e) => e);
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get("retry-after")).toBe("7");
+  });
+
+  test("weights share the load", async () => {
+    A.setDefault(() => openaiCompletion("A", { prompt: 1, completion: 1 }));
+    B.setDefault(() => openaiCompletion("B", { prompt: 1, completion: 1 }));
+    const r = await Promise.all(
+      Array.from({ length: 200 }, () =>
+        gw.call<{ choices: { message: { content: string } }[] }>("POST", "/v1/chat/completions", {
+          key: key.key,
+          body: { model: "pa/weighted", messages: [{ role: "user", content: "x" }] },
+        }),
+      ),
+    );
+    const fromA = r.filter((x) => x.body.choices[0]?.message.content === "A").length;
+    expect(fromA).toBeGreaterThan(120);
+    expect(fromA).toBeLessThan(180);
+  });
+});
+
+describe("streams", () => {
+  const frames = () =>
+    openaiFixture("chat-stream.sse")
+      .split("\n\n")
+      .filter((f) => f.trim() !== "")
+      .map((f) => `${f.replace(/"model":"[^"]+"/, '"model":"stream"')}\n\n`);
+
+  test("a stream that fails before its first byte is retried", async () => {
+    A.enqueue(() => openaiError(502, "bad gateway", "server_error"));
+    A.setDefault(() => streamResponse(frames()));
+    const s = await client.chat.completions.create({
+      model: "pa/stream",
+      messages: [{ role: "user", content: "x" }],
+      stream: true,
+    });
+    let text = "";
+    for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
+    expect(text).toBe("Lisbon is sunny today.");
+    expect(modelOf(A, "stream")).toHaveLength(2);
+  });
+
+  test("silence on a stream gets keep-alive comments", async () => {
+    const f = frames();
+    A.setDefault(() => {
+      const body = new ReadableStream<Uint8Array>({
+        async start(c) {
+          c.enqueue(new TextEncoder().encode(f[0]));
+          await Bun.sleep(450);
+          for (const x of f.slice(1)) c.enqueue(new TextEncoder().encode(x));
+          c.close();
+        },
+      });
+      return new Response(body, { headers: { "content-type": "text/event-stream" } });
+    });
+    const res = await fetch(`${gw.listen()}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "pa/stream", messages: [{ role: "user", content: "x" }], stream: true }),
+    });
+    expect(res.headers.get("content-type")).toContain("text/event-stream");
+    expect(res.headers.get("x-accel-buffering")).toBe("no");
+    const text = await res.text();
+    expect(text).toContain(": keepalive");
+    expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+  });
+
+  test("a client that disconnects mid-stream aborts the upstream call and is billed for what was produced", async () => {
+    const f = frames();
+    A.setDefault(() =>
+      streamResponse([...f.slice(0, 3), ...Array.from({ length: 60 }, () => f[2] as string), ...f.slice(3)], {
+        delayMs: 40,
+      }),
+    );
+    const controller = new AbortController();
+    const res = await fetch(`${gw.listen()}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "pa/stream",
+        messages: [{ role: "user", content: "What is the weather like in Lisbon today?" }],
+        stream: true,
+      }),
+      signal: controller.signal,
+    });
+    const reader = res.body?.getReader();
+    let seen = "";
+    while (!seen.includes("sunny")) {
+      const { value } = (await reader?.read()) ?? {};
+      seen += new TextDecoder().decode(value);
+    }
+    controller.abort();
+    for (let i = 0; i < 50 && A.open > 0; i++) await Bun.sleep(50);
+    expect(A.open).toBe(0);
+    let row: Record<string, unknown> = {};
+    for (let i = 0; i < 50 && row.status !== 499; i++) {
+      row = await lastLog();
+      if (row.status !== 499) await Bun.sleep(50);
+    }
+    expect(row).toMatchObject({
+      status: 499,
+      error_code: "client_closed_request",
+      usage_estimated: true,
+      stream: true,
+    });
+    expect(row.output_tokens as number).toBeGreaterThan(0);
+    expect(row.input_tokens as number).toBeGreaterThan(0);
+    expect(row.cost as number).toBeGreaterThan(0);
+  });
+});
+
+describe("non-streaming disconnects", () => {
+  test("a client that gives up aborts the upstream call; the request is logged as 499", async () => {
+    let upstreamSignal: AbortSignal | undefined;
+    A.setDefault(async (_r, raw) => {
+      upstreamSignal = raw.signal;
+      await Bun.sleep(2000);
+      return openaiCompletion("too late", { prompt: 1, completion: 1 });
+    });
+    const controller = new AbortController();
+    const pending = fetch(`${gw.listen()}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "pa/down", messages: [{ role: "user", content: "x" }] }),
+      signal: controller.signal,
+    }).catch((e) => e);
+    for (let i = 0; i < 40 && !upstreamSignal; i++) await Bun.sleep(25);
+    controller.abort();
+    await pending;
+    for (let i = 0; i < 40 && !upstreamSignal?.aborted; i++) await Bun.sleep(25);
+    expect(upstreamSignal?.aborted).toBe(true);
+    let row: Record<string, unknown> = {};
+    for (let i = 0; i < 40 && row.status !== 499; i++) {
+      row = await lastLog();
+      if (row.status !== 499) await Bun.sleep(25);
+    }
+    expect(row).toMatchObject({ status: 499, model: "pa/down", output_tokens: 0 });
+  });
+});
+
+describe("long silent calls", () => {
+  test("a stream silent for longer than the server's idle timeout is not cut off", async () => {
+    const g = await startGateway(pgliteBackend, {
+      heartbeatMs: 60_000,
+      inference: { providers: { pa: { type: "openai", api_base: A.url } }, models: [{ name: "pa/thinker" }] },
+    });
+    const k = await g.newKey();
+    const f = openaiFixture("chat-stream.sse")
+      .split("\n\n")
+      .filter((x) => x.trim() !== "")
+      .map((x) => `${x}\n\n`);
+    A.setDefault(() => {
+      const body = new ReadableStream<Uint8Array>({
+        async start(c) {
+          c.enqueue(new TextEncoder().encode(f[0]));
+          await Bun.sleep(2500);
+          for (const x of f.slice(1)) c.enqueue(new TextEncoder().encode(x));
+          c.close();
+        },
+      });
+      return new Response(body, { headers: { "content-type": "text/event-stream" } });
+    });
+    // The server's idle timeout (1 s here) must not cut a stream that goes silent for longer. The
+    // gateway opts every inference request out of it (server.timeout(req, 0)); this checks the
+    // outcome, whichever way the running Bun version applies its idle timer.
+    const url = g.listen({ idleTimeout: 1 });
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "pa/thinker", messages: [{ role: "user", content: "x" }], stream: true }),
+    });
+    const text = await res.text();
+    expect(text).toContain("sunny");
+    expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+    await g.close();
+  });
+});
+
+describe("request errors before routing", () => {
+  test("a model of the wrong mode is a 400", async () => {
+    const g = await startGateway(pgliteBackend, {
+      inference: {
+        providers: { pa: { type: "openai", api_base: A.url } },
+        models: [{ name: "pa/embed", mode: "embedding" }],
+      },
+    });
+    const k = await g.newKey();
+    const r = await g.call<ErrorWire>("POST", "/v1/chat/completions", {
+      key: k.key,
+      body: { model: "pa/embed", messages: [{ role: "user", content: "x" }] },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe("wrong_model_mode");
+    await g.close();
+  });
+});
