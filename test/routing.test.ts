@@ -68,10 +68,11 @@ const ask = (model: string) =>
 const modelOf = (m: MockUpstream, name: string) =>
   m.requests.filter((r) => (r.json as { model?: string })?.model === name);
 
-async function lastLog(): Promise<Record<string, unknown>> {
+async function lastLog(model?: string): Promise<Record<string, unknown>> {
   await gw.flush();
+  const where = model === undefined ? sql`` : sql`where model = ${model}`;
   const res: unknown = await gw.opened.database.db.execute(
-    sql`select * from request_logs order by created_at desc, request_id desc limit 1`,
+    sql`select * from request_logs ${where} order by created_at desc, request_id desc limit 1`,
   );
   return ((res as { rows: Record<string, unknown>[] }).rows ?? [])[0] ?? {};
 }
@@ -261,7 +262,7 @@ describe("streams", () => {
     expect(A.open).toBe(0);
     let row: Record<string, unknown> = {};
     for (let i = 0; i < 50 && row.status !== 499; i++) {
-      row = await lastLog();
+      row = await lastLog("pa/stream");
       if (row.status !== 499) await Bun.sleep(50);
     }
     expect(row).toMatchObject({
@@ -296,9 +297,10 @@ describe("non-streaming disconnects", () => {
     await pending;
     for (let i = 0; i < 40 && !upstreamSignal?.aborted; i++) await Bun.sleep(25);
     expect(upstreamSignal?.aborted).toBe(true);
+    // Wait for this request's own row: an earlier test's streamed disconnect also logged a 499.
     let row: Record<string, unknown> = {};
     for (let i = 0; i < 40 && row.status !== 499; i++) {
-      row = await lastLog();
+      row = await lastLog("pa/down");
       if (row.status !== 499) await Bun.sleep(25);
     }
     expect(row).toMatchObject({ status: 499, model: "pa/down", output_tokens: 0 });
