@@ -7,7 +7,8 @@
  * Prints samples by package or source folder, then the functions with the most samples on top of
  * the stack (self) and anywhere on the stack (inclusive), as a share of all samples that ran
  * JavaScript or native code (idle excluded);
- * `filter` keeps only functions whose name or location contains it.
+ * `filter` keeps only functions whose name or location contains it. PROFILE_LAST_S=<n> keeps only the
+ * samples of the profile's last n seconds (the steady state under load, without start-up).
  */
 interface Node {
   id: number;
@@ -17,6 +18,7 @@ interface Node {
 interface Profile {
   nodes: Node[];
   samples: number[];
+  timeDeltas?: number[];
 }
 
 const [file, topArg, filter] = process.argv.slice(2);
@@ -53,7 +55,20 @@ const self = new Map<string, number>();
 const byArea = new Map<string, number>();
 const inclusive = new Map<string, number>();
 let total = 0;
-for (const id of profile.samples) {
+// Sample times (microseconds from the start) from the deltas, to keep only the last PROFILE_LAST_S.
+const lastS = Number(process.env.PROFILE_LAST_S ?? 0);
+let samples = profile.samples;
+if (lastS > 0 && profile.timeDeltas) {
+  const times: number[] = [];
+  let t = 0;
+  for (const d of profile.timeDeltas) {
+    t += d;
+    times.push(t);
+  }
+  const from = t - lastS * 1e6;
+  samples = samples.filter((_, i) => (times[i] ?? 0) >= from);
+}
+for (const id of samples) {
   const leaf = byId.get(id);
   if (!leaf || IDLE.has(leaf.callFrame.functionName)) continue;
   total++;

@@ -7,9 +7,9 @@
  * they spill to Redis when one is configured, and every instance drains the spill once the
  * database answers again.
  */
-import { eq, sql } from "drizzle-orm";
+import { eq, getTableColumns, sql } from "drizzle-orm";
 import type { Logger } from "../log";
-import type { Db } from "../store/db";
+import { type Db, resultRows } from "../store/db";
 import { apiKeys, type NewRequestLog, requestLogs, teams } from "../store/schema";
 import type { SpillStore } from "./spill";
 
@@ -160,18 +160,25 @@ export class SpendLedger {
   }
 
   private async write(batch: NewRequestLog[]): Promise<void> {
+    // One JSON parameter for the whole batch: building a 30-column, 500-row parameterised insert
+    // with the query builder cost more CPU than everything else on the request path together.
+    const rows = JSON.stringify(batch);
     await this.db.transaction(async (tx) => {
-      const inserted = await tx
-        .insert(requestLogs)
-        .values(batch)
-        .onConflictDoNothing({ target: requestLogs.request_id })
-        .returning({ token_id: requestLogs.token_id, team_id: requestLogs.team_id, cost: requestLogs.cost });
+      const inserted = resultRows(
+        await tx.execute(sql`
+          insert into ${requestLogs} (${sql.raw(LOG_COLUMNS)})
+          select ${sql.raw(LOG_COLUMNS)}
+          from json_populate_recordset(json_populate_record(null::request_logs, ${LOG_DEFAULTS}::json), ${rows}::json)
+          on conflict (request_id) do nothing
+          returning token_id, team_id, cost`),
+      );
       const byKey = new Map<string, number>();
       const byTeam = new Map<string, number>();
       for (const r of inserted) {
-        if (r.cost <= 0) continue;
-        if (r.token_id) byKey.set(r.token_id, (byKey.get(r.token_id) ?? 0) + r.cost);
-        if (r.team_id) byTeam.set(r.team_id, (byTeam.get(r.team_id) ?? 0) + r.cost);
+        const cost = Number(r.cost);
+        if (!(cost > 0)) continue;
+        if (typeof r.token_id === "string") byKey.set(r.token_id, (byKey.get(r.token_id) ?? 0) + cost);
+        if (typeof r.team_id === "string") byTeam.set(r.team_id, (byTeam.get(r.team_id) ?? 0) + cost);
       }
       for (const [tokenId, cost] of byKey) {
         await tx
@@ -188,3 +195,13 @@ export class SpendLedger {
     });
   }
 }
+
+const logColumns = Object.values(getTableColumns(requestLogs));
+const LOG_COLUMNS = logColumns.map((c) => `"${c.name}"`).join(", ");
+/** The columns' defaults, for fields a record leaves out (the base record of json_populate_recordset). */
+const LOG_DEFAULTS = JSON.stringify({
+  ...Object.fromEntries(
+    logColumns.filter((c) => c.hasDefault && typeof c.default !== "object").map((c) => [c.name, c.default]),
+  ),
+  tags: [],
+});

@@ -6,7 +6,7 @@ import { and, desc, eq, gte, lt, lte, or, type SQL, sql } from "drizzle-orm";
 import type { Principal } from "../auth/authenticator";
 import { badRequest, forbidden, notFound } from "../http/errors";
 import { findKey } from "../keys/service";
-import type { Db } from "../store/db";
+import { type Db, resultRows } from "../store/db";
 import { type RequestLogRow, requestLogs } from "../store/schema";
 import type { SpendLogsQuery, SpendReportQuery } from "./model";
 
@@ -134,10 +134,7 @@ export async function spendReport(db: Db, p: Principal, q: SpendReportQuery) {
     where ${and(...where)}
     group by 1
     order by spend desc, 1`);
-  const raw = (Array.isArray(result) ? result : ((result as { rows?: unknown[] }).rows ?? [])) as Record<
-    string,
-    unknown
-  >[];
+  const raw = resultRows(result);
   const rows: ReportRow[] = raw.map((r) => ({
     group: r.group === null ? null : String(r.group),
     spend: Number(r.spend),

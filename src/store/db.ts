@@ -125,3 +125,8 @@ export function pgConstraint(err: unknown): string | undefined {
   }
   return undefined;
 }
+
+/** The rows of a raw `db.execute` result: postgres-js gives an array, PGlite an object with `rows`. */
+export function resultRows(result: unknown): Record<string, unknown>[] {
+  return (Array.isArray(result) ? result : ((result as { rows?: unknown[] }).rows ?? [])) as Record<string, unknown>[];
+}
