@@ -1,7 +1,12 @@
 /**
- * Token estimates for when an upstream reports no usage (a stream cut off by the client before its
- * usage event): a real tokenizer (o200k) over the text, which is close for OpenAI models and a
- * reasonable stand-in for others. Records that use it are marked `usage_estimated`.
+ * Token estimates with a real tokenizer (o200k, OpenAI's current encoding: exact for OpenAI models
+ * and a reasonable stand-in for others): the prompt's reservation for tpm limits and budgets before
+ * the upstream call, and the usage of a stream cut off before the upstream reported any (records
+ * that use it are marked `usage_estimated`).
+ *
+ * BPE costs about a microsecond a token, so the hot path does not re-tokenize what it has seen: the
+ * prompt is counted part by part (system prompt, each message, each tool), and a bounded cache keeps
+ * the counts of recent parts, which conversations resend on every turn.
  */
 import { encode } from "gpt-tokenizer/encoding/o200k_base";
 import type { CanonicalRequest } from "../protocols/canonical";
@@ -10,8 +15,8 @@ export function countTokens(text: string): number {
   return text === "" ? 0 : encode(text).length;
 }
 
-/** The prompt's text (system, messages, tool definitions) as a tokenizer sees it. */
-export function promptText(req: CanonicalRequest): string {
+/** The prompt's text parts (system, messages, tool definitions) as a tokenizer sees them. */
+export function promptParts(req: CanonicalRequest): string[] {
   const parts: string[] = req.system.map((p) => p.text);
   for (const m of req.messages) {
     for (const p of m.content) {
@@ -24,18 +29,51 @@ export function promptText(req: CanonicalRequest): string {
     }
   }
   for (const t of req.tools ?? []) parts.push(t.name, t.description ?? "", JSON.stringify(t.parameters));
-  return parts.join("\n");
+  return parts;
 }
 
-/** Text beyond this many characters is extrapolated, so huge prompts do not tokenize on the hot path. */
-const EXACT_CHARS = 32_768;
+/** The prompt as one text (count_tokens answers with its exact count). */
+export function promptText(req: CanonicalRequest): string {
+  return promptParts(req).join("\n");
+}
 
-/**
- * Prompt tokens for tpm and budget reservations: exact for the first 32k characters, scaled
- * by that part's characters-per-token ratio beyond it.
- */
-export function estimatePromptTokens(text: string): number {
-  if (text.length <= EXACT_CHARS) return countTokens(text);
-  const head = countTokens(text.slice(0, EXACT_CHARS));
-  return Math.ceil((head * text.length) / EXACT_CHARS);
+/** A part longer than this is counted exactly up to here and extrapolated beyond (bounded hot-path cost). */
+const EXACT_CHARS = 16_384;
+/** Parts up to this size are cached; longer ones are rare enough to count each time. */
+const CACHED_CHARS = EXACT_CHARS;
+/** Bound on the cached parts' characters together (about 2 bytes each). */
+const CACHE_CHARS = 4_000_000;
+
+/** Recently counted parts, oldest first (a Map keeps insertion order: a cheap LRU). */
+const counted = new Map<string, number>();
+let cachedChars = 0;
+
+function partTokens(text: string): number {
+  if (text.length > CACHED_CHARS) {
+    const head = countTokens(text.slice(0, EXACT_CHARS));
+    return Math.ceil((head * text.length) / EXACT_CHARS);
+  }
+  const hit = counted.get(text);
+  if (hit !== undefined) {
+    counted.delete(text);
+    counted.set(text, hit);
+    return hit;
+  }
+  const n = countTokens(text);
+  counted.set(text, n);
+  cachedChars += text.length;
+  for (const oldest of counted.keys()) {
+    if (cachedChars <= CACHE_CHARS) break;
+    counted.delete(oldest);
+    cachedChars -= oldest.length;
+  }
+  return n;
+}
+
+/** Prompt tokens for tpm and budget reservations: the parts' counts plus one separator between parts. */
+export function estimatePromptTokens(req: CanonicalRequest): number {
+  const parts = promptParts(req);
+  let n = Math.max(0, parts.length - 1);
+  for (const p of parts) if (p !== "") n += partTokens(p);
+  return n;
 }

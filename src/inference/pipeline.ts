@@ -137,7 +137,7 @@ export class InferenceRun {
       this.deps.log.warn("no estimate for a request", { request_id: this.ctx.requestId, error: (e as Error).message });
       return this.reservationWithoutPrompt(model);
     }
-    const prompt = estimatePromptTokens(promptText(req));
+    const prompt = estimatePromptTokens(req);
     const cap = Math.min(
       req.maxTokens ?? this.deps.defaultOutputTokens ?? 1024,
       model.maxOutputTokens ?? Number.MAX_SAFE_INTEGER,
