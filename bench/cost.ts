@@ -71,7 +71,13 @@ async function main() {
     portRe: /mock listening (\d+)/,
     logFile: `${OUT}/mock.log`,
   });
-  const gwEnv = { PORT: "0", GATEWAY_HOST: "127.0.0.1", GATEWAY_LOG_LEVEL: "info", GATEWAY_MASTER_KEY: MASTER };
+  const gwEnv = {
+    BUN_CONFIG_MAX_HTTP_REQUESTS: "4096",
+    PORT: "0",
+    GATEWAY_HOST: "127.0.0.1",
+    GATEWAY_LOG_LEVEL: "info",
+    GATEWAY_MASTER_KEY: MASTER,
+  };
   const gwCmd = [
     BUN,
     ...(process.env.COST_PROFILE === "1" ? ["--cpu-prof", `--cpu-prof-dir=${OUT}/profiles`] : []),
@@ -87,7 +93,7 @@ async function main() {
     const proc = await start({
       name: "forwarder",
       cmd: [BUN, "bench/forwarder.ts"],
-      env: { UPSTREAM_URL: mock.url },
+      env: { UPSTREAM_URL: mock.url, BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" },
       portRe: /forwarder listening (\d+)/,
       logFile: `${OUT}/forwarder.log`,
     });

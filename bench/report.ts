@@ -426,7 +426,7 @@ export function renderMarkdown(R: Results): string {
   L.push("## Caveats", "");
   L.push(
     "- wrk, the mock and the target share the machine's cores, so every proxy's figure is what is left once wrk and the mock have taken theirs (the CPU table shows each process's share). Absolute requests/s move between runs on a shared VM (the forwarder has measured anywhere from about 20k to 30k req/s here); compare ratios from one run.",
-    "- Bun's `fetch` runs at most 256 requests at once per process unless `BUN_CONFIG_MAX_HTTP_REQUESTS` is raised; the forwarder and the gateways run with the default, so beyond 256 concurrent streams the rest wait in the proxy (see the concurrent-streams table: durations against direct).",
+    "- Bun's `fetch` runs at most 256 requests at once per process unless `BUN_CONFIG_MAX_HTTP_REQUESTS` is raised before Bun starts; `npm start` and the Docker image set 4096 for the gateway, and the forwarder, the gateways and Portkey on Bun all run with 4096 here.",
     "- Latency percentiles come from wrk's histogram (microsecond resolution); p99 at c=1 over 4 s is a few hundred samples' tail, so it moves with anything else the machine does.",
     "- Portkey gets no auth, limits or request logging: it is a reference for the proxy path, not a like-for-like gateway.",
     "",

@@ -90,6 +90,11 @@ const messagesBody = JSON.stringify({
   messages: [{ role: "user", content: PROMPT }],
 });
 const CHAT = "/v1/chat/completions";
+/**
+ * Bun's fetch runs 256 requests at once per process unless this is raised before Bun starts;
+ * `npm start` and the Docker image set 4096 for the gateway, and every Bun proxy here gets the same.
+ */
+const UPSTREAM_CONCURRENCY = { BUN_CONFIG_MAX_HTTP_REQUESTS: "4096" };
 
 /** The entry of `obj` at `key`, created by `make` when missing. */
 function slot<K extends string | number, V>(obj: Record<K, V>, key: K, make: () => V): V {
@@ -194,7 +199,7 @@ async function main(): Promise<void> {
     const fwd = await start({
       name: "forwarder",
       cmd: [BUN, "bench/forwarder.ts"],
-      env: { UPSTREAM_URL: mock.url },
+      env: { UPSTREAM_URL: mock.url, ...UPSTREAM_CONCURRENCY },
       portRe: /forwarder listening (\d+)/,
       logFile: `${OUT}/forwarder.log`,
     });
@@ -222,6 +227,7 @@ async function main(): Promise<void> {
   );
   if (Object.keys(extraEnv).length) R.notes.push(`gateways ran with extra environment: ${JSON.stringify(extraEnv)}`);
   const gwEnv = {
+    ...UPSTREAM_CONCURRENCY,
     ...extraEnv,
     PORT: "0",
     GATEWAY_HOST: "127.0.0.1",
@@ -293,7 +299,7 @@ async function main(): Promise<void> {
     const p = await start({
       name,
       cmd: [runtime, PORTKEY_BIN, `--port=${port}`, "--headless"],
-      env: {},
+      env: runtime === BUN ? UPSTREAM_CONCURRENCY : {},
       port,
       logFile: `${OUT}/${name}.log`,
     });

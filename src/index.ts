@@ -112,6 +112,14 @@ async function main(): Promise<void> {
         ? "generated (printed above)"
         : "stored hash",
   });
+  // Read by Bun once, at start: without it fetch runs 256 upstream requests at once and queues the rest.
+  const upstreamConcurrency = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
+  if (!(upstreamConcurrency >= 1024)) {
+    log.warn("Bun allows few concurrent upstream requests; streams beyond that wait in the gateway", {
+      BUN_CONFIG_MAX_HTTP_REQUESTS: upstreamConcurrency,
+      hint: "start with 'npm start' (sets 4096) or set BUN_CONFIG_MAX_HTTP_REQUESTS before Bun starts",
+    });
+  }
 
   let stopping = false;
   const shutdown = async (signal: string) => {
