@@ -178,7 +178,7 @@ export function openApiDocument() {
         operationId: "createResponse",
         summary: "Create a response",
         description:
-          "OpenAI's responses protocol. Models of mode `responses` go to the provider's responses API; others are translated, and the gateway stores the turns for previous_response_id.",
+          "OpenAI's responses protocol for every catalog model. Deployments of mode `responses` models on OpenAI-type providers receive the body as sent (their responses API); others are translated. Every answer gets a gateway id and is stored (unless store: false) for previous_response_id and GET /v1/responses/{response_id}.",
         security: [{ bearer: [] }],
         requestBody: { required: true, content: json("ResponsesRequest") },
         responses: {

@@ -352,9 +352,10 @@ export function openAIResponses(deps: ResponsesProtocolDeps): Protocol<Responses
         }
         state.canonical = canonical;
       } catch (e) {
-        // What only an upstream Responses API can serve goes to the native deployments (see route).
-        if (!(e instanceof GatewayError) || !canForward) throw e;
-        state.nativeOnly = e;
+        // What only an upstream Responses API can serve goes to the native deployments (see route),
+        // which judge it themselves.
+        if (!canForward) throw e;
+        state.nativeOnly = e instanceof GatewayError ? e : badRequest("The request cannot be translated", "input");
       }
       let out = body;
       if (stored) {
