@@ -8,7 +8,7 @@ import type { Catalog } from "./catalog/catalog";
 import { healthRoutes, probe, type ReadinessCheck } from "./health/routes";
 import { authPlugin } from "./http/auth";
 import { parseJsonBody } from "./http/body";
-import { errorShapeForPath, renderError } from "./http/error-render";
+import { errorShapeFor, renderError } from "./http/error-render";
 import { toGatewayError } from "./http/on-error";
 import { geminiRoutes } from "./inference/gemini-routes";
 import { messagesRoutes } from "./inference/messages-routes";
@@ -72,7 +72,7 @@ export function createApp(deps: AppDeps) {
   return new Elysia()
     .onParse(({ request, contentType }) => parseJsonBody(request, contentType, deps.maxBodyBytes))
     .onError(({ code, error, request, path }) =>
-      renderError(toGatewayError(code, error, request.method, path, deps.log), errorShapeForPath(path)),
+      renderError(toGatewayError(code, error, request.method, path, deps.log), errorShapeFor(request.method, path)),
     )
     .use(
       healthRoutes({

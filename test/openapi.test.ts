@@ -8,7 +8,7 @@ import { jsonSchema } from "../src/openapi/document";
 import { MessagesRequest } from "../src/protocols/anthropic/schema";
 import { GenerateContentRequestSchema } from "../src/protocols/gemini/schema";
 import { ChatCompletionRequest, ChatCompletionResponse, OpenAIErrorBody } from "../src/protocols/openai-chat/schema";
-import { ResponsesRequest } from "../src/protocols/openai-responses/schema";
+import { ResponseDeleted, ResponseObject, ResponsesRequest } from "../src/protocols/openai-responses/schema";
 import { pgliteBackend } from "./helpers/backends";
 import { startGateway, type TestGateway } from "./helpers/gateway";
 import { openaiJson } from "./mocks/openai";
@@ -78,12 +78,26 @@ describe("/openapi.json", () => {
         "/v1/models/{model}:generateContent",
         "/v1/models/{model}:streamGenerateContent",
         "/v1/responses",
+        "/v1/responses/{response_id}",
         "/v1beta/models/{model}:generateContent",
         "/v1beta/models/{model}:streamGenerateContent",
       ].sort(),
     );
     const text = JSON.stringify(doc);
     for (const hidden of ["/key/", "/team/", "/spend/", "/health/", "master"]) expect(text).not.toContain(hidden);
+  });
+
+  test("stored responses can be read and deleted: GET and DELETE /v1/responses/{response_id}", () => {
+    const item = doc.paths["/v1/responses/{response_id}"] ?? {};
+    expect(Object.keys(item).sort()).toEqual(["delete", "get"]);
+    expect(item.get?.responses["200"]?.content).toEqual({
+      "application/json": { schema: { $ref: "#/components/schemas/Response" } },
+    });
+    expect(item.delete?.responses["200"]?.content).toEqual({
+      "application/json": { schema: { $ref: "#/components/schemas/ResponseDeleted" } },
+    });
+    expect(doc.components.schemas.ResponseDeleted).toEqual(jsonSchema(ResponseDeleted));
+    expect(item.get?.responses["404"]).toBeDefined();
   });
 
   test("request bodies are the validators' own schemas; responses and SSE streams are documented", () => {
@@ -117,6 +131,19 @@ describe("/openapi.json", () => {
       body: { model: "up/none", messages: [] },
     });
     expect(Value.Check(OpenAIErrorBody, err.body)).toBe(true);
+    const created = await gw.call<{ id: string }>("POST", "/v1/responses", {
+      key: key.key,
+      body: { model: "up/m", input: "hi" },
+    });
+    expect(Value.Check(ResponseObject, created.body)).toBe(true);
+    const got = await gw.call("GET", `/v1/responses/${created.body.id}`, { key: key.key });
+    expect(got.status).toBe(200);
+    expect(Value.Check(ResponseObject, got.body)).toBe(true);
+    const deleted = await gw.call("DELETE", `/v1/responses/${created.body.id}`, { key: key.key });
+    expect(Value.Check(ResponseDeleted, deleted.body)).toBe(true);
+    const gone = await gw.call("GET", `/v1/responses/${created.body.id}`, { key: key.key });
+    expect(gone.status).toBe(404);
+    expect(Value.Check(OpenAIErrorBody, gone.body)).toBe(true);
     const hub = await gw.call("GET", "/public/model_hub", { key: null });
     expect(Value.Check(ModelHub, hub.body)).toBe(true);
     expect((hub.body as { data: { output_cost_per_token: unknown }[] }).data[0]?.output_cost_per_token).toBeNull();

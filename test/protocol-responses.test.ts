@@ -376,7 +376,7 @@ describeEachBackend(
 
     // ---- OpenAI-type, forwarded natively (mode: responses) --------------------------------------
 
-    test("mode: responses model: the body goes to the upstream /responses as-is; its answer comes back unchanged", async () => {
+    test("mode: responses model continuing an upstream's own id: body and answer pass unchanged, upstream id kept", async () => {
       const { k, c } = await fresh();
       mock.enqueue(() => Response.json(upstreamResponse("Hello from gpt-5.")));
       const res = await c.responses.create({
@@ -419,13 +419,16 @@ describeEachBackend(
       expect(row.cost as number).toBeCloseTo(GPT5_COST, 15);
     });
 
-    test("mode: responses model streaming: upstream events forwarded unchanged, usage from response.completed", async () => {
+    test("mode: responses model streaming: upstream events forwarded with the gateway's id, stored; usage from response.completed", async () => {
       const { k, c } = await fresh();
       mock.enqueue(() => upstreamEvents(["Hello", " from", " gpt-5."]));
       const { final, events } = await streamAll(c, { model: GPT5_MODEL, input: "hi" });
       expect(final.output_text).toBe("Hello from gpt-5.");
-      expect(final.id).toBe("resp_68ab12upstream");
+      expect(final.id).toMatch(/^resp_gws/);
+      const ids = events.flatMap((e) => ("response" in e ? [e.response.id] : []));
+      expect(ids).toEqual([final.id, final.id, final.id]);
       expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+      expect(await c.responses.retrieve(final.id)).toMatchObject({ id: final.id, output_text: "Hello from gpt-5." });
       expect(events.filter((e) => e.type === "response.output_text.delta")).toHaveLength(3);
       expect(mock.requests[0]?.json).toEqual({ model: "gpt-5", input: "hi", stream: true });
       const row = await lastLog(gw(), k.token_id);
@@ -896,7 +899,8 @@ describeEachBackend(
         .catch((e) => e);
       expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
       expect(unknown.error).toEqual({
-        message: "Previous response with id 'resp_doesnotexist' not found.",
+        message:
+          "Previous response with id 'resp_doesnotexist' not found. It was not issued by this gateway, so only an upstream Responses API (a mode: responses model on an OpenAI-type provider) could continue it.",
         type: "invalid_request_error",
         param: "previous_response_id",
         code: "previous_response_not_found",

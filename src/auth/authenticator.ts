@@ -69,10 +69,13 @@ export class Authenticator {
     }, cacheOpts);
   }
 
-  /** Resolves a bearer secret to a principal, or throws a 401 that says why. */
-  async authenticate(secret: string | null): Promise<Principal> {
+  /**
+   * Resolves a secret to a principal, or throws a 401 that says why. `sendAs` tells a caller without
+   * a key how its protocol sends one (the routes know which protocol they serve).
+   */
+  async authenticate(secret: string | null, sendAs = "'Authorization: Bearer <key>'"): Promise<Principal> {
     if (secret === null || secret === "") {
-      throw unauthorized("Missing API key: send it as 'Authorization: Bearer <key>'", "missing_api_key");
+      throw unauthorized(`Missing API key: send it as ${sendAs}`, "missing_api_key");
     }
     const hash = hashSecret(secret);
     const hashBytes = Buffer.from(hash, "hex");

@@ -1,21 +1,26 @@
 import { describe, expect, test } from "bun:test";
-import { errorBody, errorShapeForPath, renderError } from "./error-render";
+import { errorBody, errorShapeFor, renderError } from "./error-render";
 import { GatewayError } from "./errors";
 
 describe("errors in each protocol's envelope", () => {
-  test("the shape follows the path", () => {
-    expect(errorShapeForPath("/v1/chat/completions")).toBe("openai");
-    expect(errorShapeForPath("/v1/responses")).toBe("openai");
-    expect(errorShapeForPath("/key/generate")).toBe("openai");
-    expect(errorShapeForPath("/v1/messages")).toBe("anthropic");
-    expect(errorShapeForPath("/v1/messages/count_tokens")).toBe("anthropic");
-    expect(errorShapeForPath("/v1beta/models/openai/gpt-4o-mini:generateContent")).toBe("google");
-    expect(errorShapeForPath("/v1beta/models/openai%2Fgpt-4o-mini:streamGenerateContent")).toBe("google");
-    expect(errorShapeForPath("/v1/models/gemini/gemini-2.5-flash:generateContent")).toBe("google");
-    expect(errorShapeForPath("/v1/models/openai/gpt-4o-mini")).toBe("openai");
-    expect(errorShapeForPath("/v1beta/models/x:bogus")).toBe("google");
-    expect(errorShapeForPath("/v1beta/anything")).toBe("google");
-    expect(errorShapeForPath("/v1/models/openai/gpt-4o-mini:countTokens")).toBe("google");
+  test("the shape follows the method and path", () => {
+    expect(errorShapeFor("POST", "/v1/chat/completions")).toBe("openai");
+    expect(errorShapeFor("POST", "/v1/responses")).toBe("openai");
+    expect(errorShapeFor("POST", "/key/generate")).toBe("openai");
+    expect(errorShapeFor("POST", "/v1/messages")).toBe("anthropic");
+    expect(errorShapeFor("POST", "/v1/messages/count_tokens")).toBe("anthropic");
+    expect(errorShapeFor("POST", "/v1beta/models/openai/gpt-4o-mini:generateContent")).toBe("google");
+    expect(errorShapeFor("POST", "/v1beta/models/openai%2Fgpt-4o-mini:streamGenerateContent")).toBe("google");
+    expect(errorShapeFor("POST", "/v1/models/gemini/gemini-2.5-flash:generateContent")).toBe("google");
+    expect(errorShapeFor("POST", "/v1/models/gemini%2Fgemini-2.5-flash%3AstreamGenerateContent")).toBe("google");
+    expect(errorShapeFor("GET", "/v1/models/openai/gpt-4o-mini")).toBe("openai");
+    expect(errorShapeFor("POST", "/v1beta/models/x:bogus")).toBe("google");
+    expect(errorShapeFor("GET", "/v1beta/anything")).toBe("google");
+    // Under /v1, only what the generateContent routes serve, and only POST, is Google's.
+    expect(errorShapeFor("GET", "/v1/models/zz/llama3:latest")).toBe("openai");
+    expect(errorShapeFor("POST", "/v1/models/zz/llama3:latest")).toBe("openai");
+    expect(errorShapeFor("GET", "/v1/models/gemini/gemini-2.5-flash:generateContent")).toBe("openai");
+    expect(errorShapeFor("POST", "/v1/models/openai/gpt-4o-mini:countTokens")).toBe("openai");
   });
 
   test("bodies and statuses", async () => {

@@ -9,12 +9,16 @@ import type { GatewayError } from "./errors";
 
 export type ErrorShape = "openai" | "anthropic" | "google";
 
-/** Google's API lives under /v1beta; under /v1 only its `models/{model}:{method}` calls are Google's. */
-const GOOGLE_V1_METHOD = /^\/v1\/models\/.+:[A-Za-z]+$/;
+/**
+ * Google's API lives under /v1beta; under /v1 only the generateContent calls the gateway serves
+ * there (`POST /v1/models/{model}:generateContent` and `:streamGenerateContent`, the colon possibly
+ * escaped) are Google's: `GET /v1/models/{model}` is OpenAI's, even for a model name with a colon.
+ */
+const GOOGLE_V1_METHOD = /^\/v1\/models\/.+(?::|%3[aA])(?:generateContent|streamGenerateContent)$/;
 
-export function errorShapeForPath(path: string): ErrorShape {
+export function errorShapeFor(method: string, path: string): ErrorShape {
   if (path === "/v1/messages" || path.startsWith("/v1/messages/")) return "anthropic";
-  if (path.startsWith("/v1beta/") || GOOGLE_V1_METHOD.test(path)) return "google";
+  if (path.startsWith("/v1beta/") || (method === "POST" && GOOGLE_V1_METHOD.test(path))) return "google";
   return "openai";
 }
 

@@ -228,6 +228,7 @@ export function callContext(deps: InferenceDeps, m: ServedModel, signal: AbortSi
     log: deps.log,
     fetchImage: deps.fetchImage,
     ...(m.maxOutputTokens ? { defaultMaxTokens: m.maxOutputTokens } : {}),
+    ...(m.mode === "responses" ? { responsesApi: true } : {}),
   };
 }
 
@@ -292,10 +293,10 @@ function failed(run: InferenceRun, model: ServedModel, e: unknown, stream: boole
   return err;
 }
 
-/** The client-facing error for anything that escaped an adapter. */
+/** The client-facing error for anything that escaped an adapter's stream. */
 export function clientError(e: unknown, provider: string, signal: AbortSignal): GatewayError {
   if (e instanceof GatewayError) return e;
-  return toClientError(e instanceof UpstreamError ? e : fetchFailure(e, provider, signal));
+  return toClientError(e instanceof UpstreamError ? e : fetchFailure(e, provider, signal, "body"));
 }
 
 /** What a route hands over: the HTTP request, Bun's server (for its idle timer) and the caller. */
@@ -355,6 +356,7 @@ export async function handleInference<B>(
     }
     if (protocol.prepare)
       input = await protocol.prepare(parsed, { requestId: ctx.requestId, principal: ctx.principal, model: model.name });
+    if (protocol.route) model = protocol.route(input, model);
     const served = model;
     await run.admit(served, () => toCanonical(served));
   } catch (e) {
@@ -400,7 +402,7 @@ async function completeInference<B>(
         try {
           text = await res.text();
         } catch (e) {
-          throw fetchFailure(e, d.provider, signal);
+          throw fetchFailure(e, d.provider, signal, "body");
         }
         let json: unknown;
         try {
@@ -408,7 +410,8 @@ async function completeInference<B>(
         } catch {
           throw new UpstreamError("protocol", `${d.provider} returned a body that is not JSON`, { status: 502 });
         }
-        return { text, usage: protocol.native.usage(json) };
+        const answer = protocol.native.answer ? JSON.stringify(protocol.native.answer(json, input, pctx(m))) : text;
+        return { text: answer, usage: protocol.native.usage(json) };
       }
       const res = await adapter.chat(toCanonical(m), d, call);
       return { text: JSON.stringify(protocol.encode(res, input, pctx(m))), usage: res.usage };
@@ -499,7 +502,7 @@ async function streamInference<B>(
   const started = routed.value;
   const frames =
     started.kind === "native" && protocol.native
-      ? protocol.native.frames(started.body, input, tracker, deployment.provider, signal)
+      ? protocol.native.frames(started.body, input, tracker, deployment.provider, signal, pctx(routed.model))
       : canonicalFrames(
           (started as Extract<Started, { kind: "events" }>).events,
           protocol.encoder(input, pctx(routed.model)),

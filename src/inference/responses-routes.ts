@@ -7,6 +7,7 @@ import { Elysia } from "elysia";
 import type { AuthPlugin } from "../http/auth";
 import { GatewayError } from "../http/errors";
 import { openAIResponses, parseResponsesRequest } from "../protocols/openai-responses/protocol";
+import type { ResponseDeleted } from "../protocols/openai-responses/schema";
 import { ResponseStore } from "../responses/store";
 import type { Db } from "../store/db";
 import { type InferenceDeps, serveInference } from "./pipeline";
@@ -64,7 +65,7 @@ export function responsesRoutes(deps: InferenceDeps, auth: AuthPlugin, store: Re
       "/v1/responses/:id",
       async ({ params, principal }) => {
         if (!(await responses.delete(params.id, tokenOf(principal)))) throw responseNotFound(params.id);
-        return { id: params.id, object: "response" as const, deleted: true };
+        return { id: params.id, object: "response", deleted: true } satisfies ResponseDeleted;
       },
       { auth: true },
     );

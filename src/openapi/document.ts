@@ -25,7 +25,12 @@ import {
   ChatCompletionResponse,
   OpenAIErrorBody,
 } from "../protocols/openai-chat/schema";
-import { ResponseObject, ResponseStreamEvent, ResponsesRequest } from "../protocols/openai-responses/schema";
+import {
+  ResponseDeleted,
+  ResponseObject,
+  ResponseStreamEvent,
+  ResponsesRequest,
+} from "../protocols/openai-responses/schema";
 
 /** A TypeBox schema as plain JSON Schema: symbols dropped, the validators' own hints removed. */
 export function jsonSchema(schema: TSchema): Record<string, unknown> {
@@ -39,6 +44,7 @@ const SCHEMAS: Record<string, TSchema> = {
   OpenAIError: OpenAIErrorBody,
   ResponsesRequest,
   Response: ResponseObject,
+  ResponseDeleted,
   ResponseStreamEvent,
   MessagesRequest,
   MessagesResponse,
@@ -86,6 +92,23 @@ const modelParam: Json = {
   required: true,
   description: "A catalog model name, URL-encoded (openai%2Fgpt-4o-mini); the unencoded form is accepted too",
   schema: { type: "string" },
+};
+
+const responseIdParam: Json = {
+  name: "response_id",
+  in: "path",
+  required: true,
+  description: "The id of a response the gateway returned (resp_gw...)",
+  schema: { type: "string" },
+};
+
+const storedResponseErrors = {
+  "401": { description: "Missing, invalid, expired or blocked key", content: json("OpenAIError") },
+  "404": {
+    description: "No such response for this key (never stored, another key's, expired or deleted)",
+    content: json("OpenAIError"),
+  },
+  "5XX": { description: "Gateway failure (e.g. the database is unreachable)", content: json("OpenAIError") },
 };
 
 function generateContent(stream: boolean, version: "v1beta" | "v1"): Json {
@@ -155,7 +178,7 @@ export function openApiDocument() {
         operationId: "createResponse",
         summary: "Create a response",
         description:
-          "OpenAI's responses protocol. Models of mode `responses` go to the provider's responses API; others are translated, and the gateway stores the turns for previous_response_id.",
+          "OpenAI's responses protocol for every catalog model. Deployments of mode `responses` models on OpenAI-type providers receive the body as sent (their responses API); others are translated. Every answer gets a gateway id and is stored (unless store: false) for previous_response_id and GET /v1/responses/{response_id}.",
         security: [{ bearer: [] }],
         requestBody: { required: true, content: json("ResponsesRequest") },
         responses: {
@@ -168,6 +191,33 @@ export function openApiDocument() {
             },
           },
           ...errors("OpenAIError"),
+        },
+      },
+    },
+    "/v1/responses/{response_id}": {
+      get: {
+        tags: ["OpenAI responses"],
+        operationId: "getResponse",
+        summary: "A stored response",
+        description:
+          "A response the gateway stored (store was not false), while its retention lasts, for the key that created it.",
+        security: [{ bearer: [] }],
+        parameters: [responseIdParam],
+        responses: {
+          "200": { description: "The response as it was returned", content: json("Response") },
+          ...storedResponseErrors,
+        },
+      },
+      delete: {
+        tags: ["OpenAI responses"],
+        operationId: "deleteResponse",
+        summary: "Delete a stored response",
+        description: "Removes a stored response of the calling key; it can no longer be continued or read.",
+        security: [{ bearer: [] }],
+        parameters: [responseIdParam],
+        responses: {
+          "200": { description: "Deleted", content: json("ResponseDeleted") },
+          ...storedResponseErrors,
         },
       },
     },

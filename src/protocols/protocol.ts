@@ -43,6 +43,11 @@ export interface NativeForwarding<B> {
   /** Usage from a non-streamed upstream answer (already parsed JSON). */
   usage(json: unknown): Usage;
   /**
+   * The client's answer from the upstream's (parsed) one, when the gateway must adjust it (e.g. give
+   * it the gateway's id and store it); without it the upstream's bytes go out unchanged.
+   */
+  answer?(json: unknown, input: B, ctx: ProtocolContext): unknown;
+  /**
    * The client's frames from the upstream's stream, unchanged except where the gateway must adjust
    * them; records usage, produced text and failures on the tracker. Ends the stream as the
    * protocol does (and writes an error frame in its shape on failure).
@@ -53,6 +58,7 @@ export interface NativeForwarding<B> {
     t: StreamTracker,
     provider: string,
     signal: AbortSignal,
+    ctx: ProtocolContext,
   ): AsyncGenerator<Uint8Array>;
 }
 
@@ -64,6 +70,11 @@ export interface Protocol<B> {
   stream(input: B): boolean;
   /** Async preparation after authentication (e.g. expanding stored conversation state). */
   prepare?(input: B, ctx: ProtocolContext): Promise<B>;
+  /**
+   * The model as this (prepared) request may be routed, when only some of its deployments and
+   * fallbacks can serve it (e.g. only those that forward the body natively). Default: all of them.
+   */
+  route?(input: B, model: ServedModel): ServedModel;
   toCanonical(input: B): CanonicalRequest;
   encode(res: CanonicalResponse, input: B, ctx: ProtocolContext): unknown;
   encoder(input: B, ctx: ProtocolContext): StreamEncoder;

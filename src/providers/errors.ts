@@ -11,11 +11,13 @@ export class UpstreamError extends Error {
   readonly retryAfterMs: number | undefined;
   /** The provider's own error type or status string, when it gave one. */
   readonly upstreamType: string | undefined;
+  /** A `connection` failure after the upstream had answered: it dropped mid-body or mid-stream. */
+  readonly dropped: boolean;
 
   constructor(
     kind: UpstreamFailureKind,
     message: string,
-    opts: { status?: number; retryAfterMs?: number; upstreamType?: string } = {},
+    opts: { status?: number; retryAfterMs?: number; upstreamType?: string; dropped?: boolean } = {},
   ) {
     super(message);
     this.name = "UpstreamError";
@@ -23,6 +25,7 @@ export class UpstreamError extends Error {
     this.status = opts.status ?? 0;
     this.retryAfterMs = opts.retryAfterMs;
     this.upstreamType = opts.upstreamType;
+    this.dropped = opts.dropped ?? false;
   }
 
   /** Worth another attempt (same or another deployment): rate limits, overload, 5xx, timeouts, resets. */
@@ -115,7 +118,31 @@ export async function upstreamFetch(
   }
 }
 
-export function fetchFailure(e: unknown, provider: string, signal: AbortSignal): UpstreamError {
+/** The body of a 2xx answer as JSON; a cut connection is a dropped connection, not a bad body. */
+export async function readUpstreamJson<T>(res: Response, provider: string, signal: AbortSignal): Promise<T> {
+  let text: string;
+  try {
+    text = await res.text();
+  } catch (e) {
+    throw fetchFailure(e, provider, signal, "body");
+  }
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new UpstreamError("protocol", `${provider} returned a body that is not JSON`, { status: 502 });
+  }
+}
+
+/**
+ * A failed fetch, or a failed read of what it returned (`during: "body"`: the upstream had answered
+ * and then dropped the connection, mid-body or mid-stream), as an UpstreamError.
+ */
+export function fetchFailure(
+  e: unknown,
+  provider: string,
+  signal: AbortSignal,
+  during: "request" | "body" = "request",
+): UpstreamError {
   if (signal.aborted) {
     const reason: unknown = signal.reason;
     if (reason instanceof DOMException && reason.name === "TimeoutError") {
@@ -124,5 +151,11 @@ export function fetchFailure(e: unknown, provider: string, signal: AbortSignal):
     return new UpstreamError("connection", `${provider} call aborted`, { status: 499 });
   }
   const msg = e instanceof Error ? e.message : String(e);
+  if (during === "body") {
+    return new UpstreamError("connection", `${provider} dropped the connection mid-answer: ${msg}`, {
+      status: 502,
+      dropped: true,
+    });
+  }
   return new UpstreamError("connection", `cannot reach ${provider}: ${msg}`, { status: 502 });
 }

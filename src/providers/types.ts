@@ -42,6 +42,11 @@ export interface CallContext {
   defaultMaxTokens?: number;
   /** Downloads an image URL for upstreams that only accept inline bytes (Gemini, Bedrock). */
   fetchImage: ImageFetcher;
+  /**
+   * The model is served only by its provider's Responses API (catalog `mode: responses`):
+   * OpenAI-family adapters call `/responses` instead of chat completions; others ignore it.
+   */
+  responsesApi?: boolean;
 }
 
 /** Public protocols an adapter may speak natively, so a client's body can be forwarded as-is. */

@@ -217,10 +217,16 @@ export function toClientError(e: UpstreamError, deployment?: Deployment): Gatewa
         type: "server_error",
       });
     case "connection":
-      return new GatewayError(502, `Cannot reach the upstream provider${where}`, {
-        code: "upstream_unreachable",
-        type: "server_error",
-      });
+      return new GatewayError(
+        502,
+        e.dropped
+          ? `The upstream provider dropped the connection before its answer was complete${where}`
+          : `Cannot reach the upstream provider${where}`,
+        {
+          code: "upstream_unreachable",
+          type: "server_error",
+        },
+      );
     case "protocol":
       return new GatewayError(502, `The upstream provider sent an invalid response: ${e.message}`, {
         code: "bad_upstream_response",

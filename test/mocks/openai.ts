@@ -50,3 +50,17 @@ export function openaiCompletion(
     system_fingerprint: "fp_test",
   });
 }
+
+/**
+ * A Responses API answer (responses.json: a reasoning item, then a message) with the message text
+ * replaced, for tests that tell turns apart.
+ */
+export function openaiResponse(text: string, id = `resp_${crypto.randomUUID().replace(/-/g, "")}`) {
+  const body = JSON.parse(openaiFixture("responses.json")) as {
+    id: string;
+    output: { type: string; content?: { text?: string }[] }[];
+  };
+  body.id = id;
+  for (const item of body.output) if (item.type === "message" && item.content?.[0]) item.content[0].text = text;
+  return Response.json(body, { headers: { "x-request-id": "req_upstream_responses" } });
+}

@@ -135,3 +135,45 @@ export function sse(events: (unknown | { event: string; data: unknown })[]): str
     return `data: ${typeof e === "string" ? e : JSON.stringify(e)}\n\n`;
   });
 }
+
+/**
+ * An upstream that answers every request with a 200, sends the first part of a body and then closes
+ * the connection: a provider that drops mid-answer or mid-stream (a truncated JSON body, or SSE
+ * frames without their end). Speaks raw HTTP/1.1 so the cut is a real one.
+ */
+export function startCuttingUpstream(
+  partial: string,
+  contentType = "text/event-stream",
+): { url: string; hits: number; close(): void } {
+  const state = { hits: 0 };
+  const server = Bun.listen<{ buffered: string }>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      open(socket) {
+        socket.data = { buffered: "" };
+      },
+      data(socket, chunk) {
+        socket.data.buffered += new TextDecoder().decode(chunk);
+        const head = socket.data.buffered.indexOf("\r\n\r\n");
+        if (head < 0) return;
+        const length = /content-length:\s*(\d+)/i.exec(socket.data.buffered.slice(0, head))?.[1];
+        if (socket.data.buffered.length < head + 4 + Number(length ?? 0)) return;
+        state.hits++;
+        const body = new TextEncoder().encode(partial);
+        socket.write(
+          `HTTP/1.1 200 OK\r\ncontent-type: ${contentType}\r\ncontent-length: ${body.length + 4096}\r\n\r\n`,
+        );
+        socket.write(body);
+        setTimeout(() => socket.end(), 20);
+      },
+    },
+  });
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    get hits() {
+      return state.hits;
+    },
+    close: () => server.stop(true),
+  };
+}

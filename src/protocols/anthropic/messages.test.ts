@@ -659,6 +659,7 @@ describe("native forwarding", () => {
       t,
       "anthropic",
       new AbortController().signal,
+      { requestId: "req_test", principal: { kind: "master" }, model: "anthropic/claude-sonnet-4-5" },
     );
     for await (const f of frames ?? []) out.push(f);
     return new TextDecoder().decode(Buffer.concat(out));

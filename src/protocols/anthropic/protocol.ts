@@ -132,7 +132,7 @@ async function* forwardEvents(
 
 export const anthropicMessages: Protocol<MessagesRequest> = {
   name: "anthropic-messages",
-  modes: ["chat"],
+  modes: ["chat", "responses"],
   model: (b) => b.model,
   stream: (b) => b.stream === true,
   toCanonical: decodeMessagesRequest,

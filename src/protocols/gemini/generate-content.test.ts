@@ -719,7 +719,8 @@ describe("native forwarding (Gemini upstreams)", () => {
   if (!native) throw new Error("generateContent forwards natively");
   const forward = async (text: string, t: StreamTracker) => {
     const out: string[] = [];
-    for await (const f of native.frames(body(text), input, t, "gemini", new AbortController().signal))
+    const ctx = { requestId: "req_test", principal: { kind: "master" as const }, model: "gemini/gemini-2.5-flash" };
+    for await (const f of native.frames(body(text), input, t, "gemini", new AbortController().signal, ctx))
       out.push(dec.decode(f));
     return out;
   };

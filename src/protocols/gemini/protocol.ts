@@ -39,7 +39,7 @@ const includeThoughts = (i: GenerateContentInput) =>
 
 function failure(e: unknown, provider: string, signal: AbortSignal): GatewayError {
   if (e instanceof GatewayError) return e;
-  return toClientError(e instanceof UpstreamError ? e : fetchFailure(e, provider, signal));
+  return toClientError(e instanceof UpstreamError ? e : fetchFailure(e, provider, signal, "body"));
 }
 
 /**
@@ -92,7 +92,7 @@ async function* forwardFrames(
 
 export const geminiGenerateContent: Protocol<GenerateContentInput> = {
   name: "gemini",
-  modes: ["chat"],
+  modes: ["chat", "responses"],
   model: (i) => i.model,
   stream: (i) => i.stream,
   toCanonical: (i) => decodeGenerateContent(i.request, i.model, i.stream),

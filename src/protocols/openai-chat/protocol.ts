@@ -73,13 +73,15 @@ function upstreamFailure(e: unknown, provider: string, signal: AbortSignal): Gat
 
 export const openAIChat: Protocol<ChatCompletionRequest> = {
   name: "openai-chat",
-  modes: ["chat"],
+  modes: ["chat", "responses"],
   model: (b) => b.model,
   stream: (b) => b.stream === true,
   toCanonical: decodeChatRequest,
   encode: (res) => encodeChatResponse(res),
   encoder: (b) => new ChatStreamEncoder(b.stream_options?.include_usage === true),
   native: {
+    // A `mode: responses` model is not served by the upstream's chat completions: translated.
+    applies: (m) => m.mode === "chat",
     body: (b, stream) =>
       stream
         ? { ...b, stream: true, stream_options: { ...b.stream_options, include_usage: true } }

@@ -600,6 +600,28 @@ describe("history for previous_response_id", () => {
     expiresAt: new Date(),
   };
 
+  test("built-in tool items an upstream ran go back only to an upstream Responses API", () => {
+    const searched = {
+      ...stored,
+      model: "openai/gpt-5",
+      response: {
+        output: [
+          { type: "web_search_call", id: "ws_1", status: "completed", action: { type: "search", query: "news" } },
+          { type: "message", id: "msg_1", status: "completed", role: "assistant", content: [] },
+        ],
+      },
+    };
+    expect(history(searched, "anthropic/claude", false).map((i) => i.type ?? "message")).toEqual([
+      "message",
+      "message",
+    ]);
+    expect(history(searched, "openai/gpt-5", true).map((i) => i.type ?? "message")).toEqual([
+      "message",
+      "web_search_call",
+      "message",
+    ]);
+  });
+
   test("stored input then output; reasoning only for the model that produced it; no ids for native upstreams", () => {
     expect(history(stored, "anthropic/claude", false).map((i) => i.type ?? "message")).toEqual([
       "message",

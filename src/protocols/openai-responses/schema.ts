@@ -303,6 +303,13 @@ export const ResponseObject = T.Object(
   open,
 );
 
+/** DELETE /v1/responses/{id}. */
+export const ResponseDeleted = T.Object(
+  { id: T.String({ pattern: "^resp_" }), object: T.Literal("response"), deleted: T.Literal(true) },
+  open,
+);
+export type ResponseDeleted = Static<typeof ResponseDeleted>;
+
 // ---- stream events ---------------------------------------------------------------------------
 
 const Seq = T.Integer({ minimum: 0 });

@@ -1,6 +1,8 @@
 /**
- * OpenAI Responses wire types for what the gateway writes (response object, output items, usage) and
- * the mappings the encoders and the native forwarding share (PROTOCOLS.md 5.5 and 5.6).
+ * OpenAI Responses wire types and the mappings both directions share: what the gateway writes to
+ * /v1/responses clients (response object, output items, usage), what the Responses dialect sends to
+ * and reads from an upstream Responses API (request body, upstream answers and stream events), and
+ * the finish-reason and usage tables (PROTOCOLS.md 5.5 and 5.6).
  */
 import type { GatewayError } from "../../http/errors";
 import type { FinishReason, Usage } from "../canonical";
@@ -112,7 +114,7 @@ interface UsageIn {
   output_tokens_details?: { reasoning_tokens?: number } | null;
 }
 
-/** Usage from an OpenAI-type upstream's Responses answer (native forwarding). */
+/** Usage from an OpenAI-type upstream's Responses answer (native forwarding and the dialect). */
 export function usageFromResponses(u: UsageIn | null | undefined): Usage {
   return {
     inputTokens: u?.input_tokens ?? 0,
@@ -172,4 +174,107 @@ export function responseErrorOf(e: GatewayError): ResponseError {
 /** `msg_…`, `fc_…`, `rs_…`: the item id prefixes of the Responses API. */
 export function itemId(prefix: "msg" | "fc" | "rs"): string {
   return `${prefix}_${crypto.randomUUID().replace(/-/g, "")}`;
+}
+
+// ---- upstream direction (the Responses dialect of the OpenAI-family adapters) ----------------
+
+export type ResponsesInputContent =
+  | { type: "input_text"; text: string }
+  | { type: "input_image"; image_url: string; detail: "auto" | "low" | "high" };
+
+/** Input items the dialect writes: messages (easy form), function calls and their outputs. */
+export type ResponsesInputItem =
+  | { type: "message"; role: "user" | "assistant"; content: string | ResponsesInputContent[] }
+  | { type: "function_call"; call_id: string; name: string; arguments: string }
+  | { type: "function_call_output"; call_id: string; output: string | ResponsesInputContent[] };
+
+export interface ResponsesFunctionTool {
+  type: "function";
+  name: string;
+  description?: string;
+  parameters: Record<string, unknown>;
+  strict: boolean;
+}
+
+export type ResponsesTextFormat =
+  | { type: "text" }
+  | { type: "json_object" }
+  | { type: "json_schema"; name: string; schema: Record<string, unknown>; strict?: boolean; description?: string };
+
+/** A Responses request as the dialect sends it upstream. */
+export interface ResponsesRequestBody {
+  model: string;
+  input: ResponsesInputItem[];
+  instructions?: string;
+  tools?: ResponsesFunctionTool[];
+  tool_choice?: "none" | "auto" | "required" | { type: "function"; name: string };
+  parallel_tool_calls?: boolean;
+  text?: { format: ResponsesTextFormat };
+  max_output_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  reasoning?: { effort: string };
+  user?: string;
+  store: boolean;
+  stream?: boolean;
+}
+
+/** An upstream's response object as the dialect reads it: only what it needs, all optional. */
+export interface UpstreamResponse {
+  id?: string;
+  model?: string;
+  created_at?: number;
+  status?: string;
+  error?: { code?: string | null; message?: string } | null;
+  incomplete_details?: { reason?: string } | null;
+  output?: UpstreamOutputItem[];
+  usage?: Parameters<typeof usageFromResponses>[0];
+}
+
+/** Output items as upstreams send them (built-in tool items and future kinds pass as `type` only). */
+export interface UpstreamOutputItem {
+  type?: string;
+  id?: string;
+  call_id?: string;
+  name?: string;
+  arguments?: string;
+  content?: { type?: string; text?: string; refusal?: string }[] | null;
+  summary?: { type?: string; text?: string }[] | null;
+}
+
+/** One upstream stream event, loosely: every field the dialect reads. */
+export interface UpstreamStreamEvent {
+  type?: string;
+  sequence_number?: number;
+  response?: UpstreamResponse;
+  item?: UpstreamOutputItem;
+  item_id?: string;
+  output_index?: number;
+  summary_index?: number;
+  delta?: string;
+  arguments?: string;
+  code?: string | null;
+  message?: string;
+  error?: { code?: string | null; message?: string; type?: string } | null;
+}
+
+/**
+ * Response status -> finish reason (the inverse of `outcomeOf`): a completed response with function
+ * calls ended for them; `incomplete` is the cap or the content filter, as its reason says.
+ */
+export function finishFromResponses(
+  status: string | undefined,
+  incompleteReason: string | undefined,
+  calledTools: boolean,
+): FinishReason {
+  if (status === "incomplete") return incompleteReason === "content_filter" ? "content_filter" : "max_tokens";
+  if (status === "failed") return "error";
+  return calledTools ? "tool_calls" : "end_turn";
+}
+
+/** The HTTP status an upstream's `response.error.code` (or a stream `error` event's code) stands for. */
+export function statusOfResponseError(code: string | null | undefined): number {
+  if (code === "rate_limit_exceeded") return 429;
+  if (code === "invalid_prompt" || code === "invalid_request_error" || code === "context_length_exceeded") return 400;
+  return 502;
 }

@@ -1,13 +1,17 @@
 /**
  * OpenAI and everything that speaks its chat-completions API: `openai`, `openai-compatible` (Groq,
  * DeepSeek, Mistral, xAI, Together, Fireworks, OpenRouter, Ollama, vLLM... are configs over it) and
- * `azure` (deployment URLs, `api-key` header, api-version).
+ * `azure` (deployment URLs, `api-key` header, api-version). Models whose catalog mode is
+ * `responses` (o3-pro, gpt-5.5-pro, ...) exist only in the provider's Responses API: for them the
+ * adapter speaks that API (see providers/dialects/openai-responses), on every provider of the family.
  */
 import { ConfigError } from "../../config/error";
 import type { ProviderConfig } from "../../config/file";
 import type { CanonicalRequest, CanonicalResponse, StreamEvent } from "../../protocols/canonical";
 import type { ChatCompletion } from "../../protocols/openai-chat/wire";
-import { UpstreamError, upstreamFetch, upstreamHttpError } from "../errors";
+import type { UpstreamResponse } from "../../protocols/openai-responses/wire";
+import { fromResponsesObject, responsesStreamEvents, toResponsesBody } from "../dialects/openai-responses";
+import { readUpstreamJson, UpstreamError, upstreamFetch, upstreamHttpError } from "../errors";
 import type { CallContext, Deployment, NativeProtocol, ProviderAdapter } from "../types";
 import { type MaxTokensField, toChatRequest } from "./request";
 import { fromChatCompletion } from "./response";
@@ -73,19 +77,25 @@ export function createOpenAIAdapter(name: string, type: OpenAIFamily, cfg: Provi
   return {
     type,
     async chat(req: CanonicalRequest, d: Deployment, ctx: CallContext): Promise<CanonicalResponse> {
-      const res = await send(toChatRequest({ ...req, stream: false }, d.upstreamModel, maxField), d, ctx);
-      let json: ChatCompletion;
-      try {
-        json = (await res.json()) as ChatCompletion;
-      } catch {
-        throw new UpstreamError("protocol", `${name} returned a body that is not JSON`, { status: 502 });
+      if (ctx.responsesApi) {
+        const res = await send(
+          toResponsesBody({ ...req, stream: false }, d.upstreamModel),
+          d,
+          ctx,
+          url(d, "responses"),
+        );
+        return fromResponsesObject(await readUpstreamJson<UpstreamResponse>(res, name, ctx.signal), name);
       }
-      return fromChatCompletion(json, name);
+      const res = await send(toChatRequest({ ...req, stream: false }, d.upstreamModel, maxField), d, ctx);
+      return fromChatCompletion(await readUpstreamJson<ChatCompletion>(res, name, ctx.signal), name);
     },
     async chatStream(req: CanonicalRequest, d: Deployment, ctx: CallContext): Promise<AsyncIterable<StreamEvent>> {
-      const res = await send(toChatRequest({ ...req, stream: true }, d.upstreamModel, maxField), d, ctx);
+      const responses = ctx.responsesApi === true;
+      const res = responses
+        ? await send(toResponsesBody({ ...req, stream: true }, d.upstreamModel), d, ctx, url(d, "responses"))
+        : await send(toChatRequest({ ...req, stream: true }, d.upstreamModel, maxField), d, ctx);
       if (!res.body) throw new UpstreamError("protocol", `${name} returned an empty stream`, { status: 502 });
-      return chatChunkEvents(res.body, name);
+      return responses ? responsesStreamEvents(res.body, name) : chatChunkEvents(res.body, name);
     },
     passthrough(
       protocol: NativeProtocol,

@@ -7,7 +7,7 @@ import {
   type GoogleErrorBody,
   usageFromGemini,
 } from "../../../protocols/gemini/wire";
-import { fetchFailure, UpstreamError, upstreamHttpError } from "../../errors";
+import { UpstreamError, upstreamHttpError } from "../../errors";
 
 /** An id for a function call Gemini did not name (older models send none). */
 export const mintCallId = (): string => `call_${crypto.randomUUID()}`;
@@ -121,17 +121,5 @@ export async function geminiHttpError(
   return upstreamHttpError(new Response(text, { status, headers: res.headers }), provider, secrets);
 }
 
-/** The body of a 2xx answer as JSON; a cut connection is a connection failure, not a bad body. */
-export async function readUpstreamJson<T>(res: Response, provider: string, signal: AbortSignal): Promise<T> {
-  let text: string;
-  try {
-    text = await res.text();
-  } catch (e) {
-    throw fetchFailure(e, provider, signal);
-  }
-  try {
-    return JSON.parse(text) as T;
-  } catch {
-    throw new UpstreamError("protocol", `${provider} returned a body that is not JSON`, { status: 502 });
-  }
-}
+/** Shared by every adapter; re-exported here for the Gemini-dialect adapters. */
+export { readUpstreamJson } from "../../errors";
