@@ -52,6 +52,8 @@ export function buildInference(
     redis?: Redis;
     /** Memory limiter clock (tests). */
     now?: () => number;
+    /** The router's clock: cooldowns and deployments' rpm/tpm minutes (tests). */
+    routerNow?: () => number;
   } = {},
 ): InferenceParts {
   const adapters = createAdapters(cfg.providers);
@@ -66,9 +68,12 @@ export function buildInference(
       allowedFails: r.allowed_fails ?? ROUTER_DEFAULTS.allowedFails,
       cooldownMs: r.cooldown_seconds !== undefined ? r.cooldown_seconds * 1000 : ROUTER_DEFAULTS.cooldownMs,
       timeoutMs: r.timeout_seconds !== undefined ? r.timeout_seconds * 1000 : ROUTER_DEFAULTS.timeoutMs,
+      ...(r.stream_idle_timeout_seconds !== undefined
+        ? { streamIdleTimeoutMs: r.stream_idle_timeout_seconds * 1000 }
+        : {}),
     },
     log,
-    Date.now,
+    opts.routerNow ?? Date.now,
     Math.random,
     ...(opts.sleep ? [opts.sleep] : []),
   );

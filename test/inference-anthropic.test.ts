@@ -1,8 +1,9 @@
 /** The openai SDK through the gateway to an Anthropic-type upstream: answers, streams, tools, usage, cost, errors. */
 import { afterAll, beforeEach, expect, test } from "bun:test";
 import OpenAI from "openai";
+import { countTokens } from "../src/inference/estimate";
 import { describeEachBackend, type GeneratedWire, type KeyWire } from "./helpers/gateway";
-import { logsOf, sdkClient } from "./helpers/inference";
+import { eventually, logRowWithStatus, logsOf, readThenDisconnect, sdkClient } from "./helpers/inference";
 import {
   anthropicError,
   anthropicJson,
@@ -516,6 +517,39 @@ describeEachBackend(
       });
       // 10 * 3e-6 + 50 * 3.75e-6 + 100 * 0.3e-6 + 30 * 15e-6 = 0.00003 + 0.0001875 + 0.00003 + 0.00045 = 0.0006975
       expect(row?.cost as number).toBeCloseTo(0.0006975, 15);
+    });
+
+    test("a client that disconnects mid-stream: the upstream is aborted; input counts from message_start, output counted from the text produced", async () => {
+      const k = await gw().newKey();
+      const c = sdkClient(gw(), k.key);
+      const words = Array.from({ length: 80 }, (_, i) => `word${i} `);
+      // message_start says output_tokens 1; message_delta (never reached) would say 900.
+      mock.enqueue(() => anthropicTextStream(words, { input: 40, output: 900, cacheRead: 1800, cacheWrite: 60 }, 25));
+      const s = await c.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content: "Count slowly." }],
+        stream: true,
+      });
+      const received = await readThenDisconnect(s, 8);
+      await eventually(
+        () => mock.open,
+        (n) => n === 0,
+      );
+      const row = await logRowWithStatus(gw(), k.token_id, 499);
+      expect(row).toMatchObject({
+        error_code: "client_closed_request",
+        usage_estimated: true,
+        stream: true,
+        input_tokens: 1900,
+        cache_read_tokens: 1800,
+        cache_write_tokens: 60,
+      });
+      const output = row.output_tokens as number;
+      expect(output).toBeGreaterThanOrEqual(countTokens(received));
+      expect(output).toBeLessThan(900);
+      expect(row.ttft_ms).not.toBeNull();
+      const cost = 40 * PRICES.input + 60 * PRICES.cacheWrite + 1800 * PRICES.cacheRead + output * PRICES.output;
+      expect(row.cost as number).toBeCloseTo(cost, 15);
     });
   },
   () => ({

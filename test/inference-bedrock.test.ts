@@ -410,6 +410,70 @@ describeEachBackend(
       expect(frame).toContain("Too many tokens, please wait.");
     });
 
+    test("response_format json_object: a forced json_output tool with an open object schema; the JSON comes back as text", async () => {
+      const answer = { city: "Lisbon", temperature_c: 21 };
+      mock.enqueue(() =>
+        bedrockJson({
+          metrics: { latencyMs: 200 },
+          output: {
+            message: {
+              role: "assistant",
+              content: [{ toolUse: { toolUseId: "tooluse_json01", name: "json_output", input: answer } }],
+            },
+          },
+          stopReason: "tool_use",
+          usage: { inputTokens: 30, outputTokens: 12, totalTokens: 42 },
+        }),
+      );
+      const res = await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content: "Weather in Lisbon as JSON" }],
+        response_format: { type: "json_object" },
+      });
+      expect(JSON.parse(res.choices[0]?.message.content ?? "")).toEqual(answer);
+      expect(res.choices[0]?.finish_reason).toBe("stop");
+      expect(res.choices[0]?.message.tool_calls ?? []).toEqual([]);
+      expect(mock.requests[0]?.json).toMatchObject({
+        toolConfig: {
+          tools: [{ toolSpec: { name: "json_output", inputSchema: { json: { type: "object" } } } }],
+          toolChoice: { tool: { name: "json_output" } },
+        },
+      });
+
+      mock.enqueue(() =>
+        bedrockStream([
+          { event: "messageStart", payload: { role: "assistant" } },
+          {
+            event: "contentBlockStart",
+            payload: { contentBlockIndex: 0, start: { toolUse: { toolUseId: "tooluse_json02", name: "json_output" } } },
+          },
+          { event: "contentBlockDelta", payload: { contentBlockIndex: 0, delta: { toolUse: { input: '{"city":' } } } },
+          { event: "contentBlockDelta", payload: { contentBlockIndex: 0, delta: { toolUse: { input: '"Lisbon"}' } } } },
+          { event: "contentBlockStop", payload: { contentBlockIndex: 0 } },
+          { event: "messageStop", payload: { stopReason: "tool_use" } },
+          {
+            event: "metadata",
+            payload: { usage: { inputTokens: 30, outputTokens: 8, totalTokens: 38 }, metrics: { latencyMs: 90 } },
+          },
+        ]),
+      );
+      const stream = await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content: "Weather in Lisbon as JSON" }],
+        response_format: { type: "json_object" },
+        stream: true,
+      });
+      let text = "";
+      let finish: string | null | undefined;
+      for await (const ch of stream) {
+        text += ch.choices[0]?.delta?.content ?? "";
+        finish = ch.choices[0]?.finish_reason ?? finish;
+        expect(ch.choices[0]?.delta?.tool_calls).toBeUndefined();
+      }
+      expect(JSON.parse(text)).toEqual({ city: "Lisbon" });
+      expect(finish).toBe("stop");
+    });
+
     test("n: 2 is a 400 on param n and nothing is sent upstream", async () => {
       const err = await client.chat.completions
         .create({ model: MODEL, messages: [{ role: "user", content: "x" }], n: 2 })

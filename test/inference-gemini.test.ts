@@ -12,13 +12,12 @@ const PNG = Buffer.from(
   "base64",
 );
 const mock = startMockUpstream();
-const images = startMockUpstream(
-  (r) =>
-    new Response(r.path === "/img/pixel.png" ? PNG : "missing", {
-      status: r.path === "/img/pixel.png" ? 200 : 404,
-      headers: { "content-type": "image/png" },
-    }),
-);
+const images = startMockUpstream(async (r) => {
+  // The slow image makes the gateway's own work inside an attempt measurable.
+  if (r.path === "/img/slow.png") await Bun.sleep(400);
+  const found = r.path === "/img/pixel.png" || r.path === "/img/slow.png";
+  return new Response(found ? PNG : "missing", { status: found ? 200 : 404, headers: { "content-type": "image/png" } });
+});
 afterAll(() => {
   mock.close();
   images.close();
@@ -297,6 +296,25 @@ describeEachBackend(
       const contents = (mock.requests[0]?.json as Sent | undefined)?.contents ?? [];
       expect(contents[1]?.parts[1]?.functionCall?.id).toBeUndefined();
       expect(contents[2]?.parts[1]?.functionResponse?.id).toBeUndefined();
+    });
+
+    test("x-gateway-overhead-ms counts the gateway's work inside an attempt (an image download), not the wait for the upstream", async () => {
+      mock.enqueue(async () => {
+        await Bun.sleep(1500);
+        return geminiText("A pixel.", { prompt: 300, candidates: 3 });
+      });
+      const res = await client.chat.completions
+        .create({
+          model: "gemini/gemini-2.5-flash",
+          messages: [
+            { role: "user", content: [{ type: "image_url", image_url: { url: `${images.url}/img/slow.png` } }] },
+          ],
+        })
+        .withResponse();
+      const overhead = Number(res.response.headers.get("x-gateway-overhead-ms"));
+      // At least the 400 ms download; far less than the 1.5 s the upstream took to answer.
+      expect(overhead).toBeGreaterThanOrEqual(400);
+      expect(overhead).toBeLessThan(1500);
     });
 
     test("images: a data URL and an http URL (downloaded by the gateway) both go up as inlineData", async () => {

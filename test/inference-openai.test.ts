@@ -77,8 +77,30 @@ describeEachBackend(
         team_id: k.team_id,
       });
       expect(row?.cost as number).toBeCloseTo(expected, 15);
+      // Without a stream, the first token comes with the whole answer.
+      expect(row?.ttft_ms).not.toBeNull();
+      expect(row?.ttft_ms as number).toBeLessThanOrEqual(row?.latency_ms as number);
       const info = await gw().call<KeyWire>("GET", "/key/info", { key: k.key });
       expect(info.body.spend).toBeCloseTo(expected, 15);
+    });
+
+    test("cache writes OpenAI reports (prompt_tokens_details.cache_write_tokens) are billed at the cache-write price", async () => {
+      const k = await gw().newKey();
+      const c = sdkClient(gw(), k.key);
+      mock.enqueue(() => openaiCompletion("ok", { prompt: 5000, completion: 20, cached: 1000, cacheWrite: 3000 }));
+      const res = await c.chat.completions.create({
+        model: "openai/gpt-6.1-sol",
+        messages: [{ role: "user", content: "hi" }],
+      });
+      expect(res.usage?.prompt_tokens_details).toMatchObject({ cached_tokens: 1000, cache_write_tokens: 3000 });
+      const [row] = await logsOf(gw(), k.token_id);
+      expect(row).toMatchObject({
+        input_tokens: 5000,
+        cache_read_tokens: 1000,
+        cache_write_tokens: 3000,
+        cost_estimated: false,
+      });
+      expect(row?.cost as number).toBeCloseTo(1000 * 2e-6 + 1000 * 0.1e-6 + 3000 * 2.5e-6 + 20 * 10e-6, 15);
     });
 
     test("a null cache-read price bills cached tokens at the input price and marks the cost estimated", async () => {
@@ -238,7 +260,11 @@ describeEachBackend(
 
     test("/v1/models lists what the key may use; retrieve works with slashes in the id", async () => {
       const all = await client.models.list();
-      expect(all.data.map((m) => m.id).sort()).toEqual(["openai/gpt-4o-mini", "openai/unpriced-cache"]);
+      expect(all.data.map((m) => m.id).sort()).toEqual([
+        "openai/gpt-4o-mini",
+        "openai/gpt-6.1-sol",
+        "openai/unpriced-cache",
+      ]);
       const limited = await gw().newKey({ models: ["openai/unpriced-cache"] });
       const lc = sdkClient(gw(), limited.key);
       expect((await lc.models.list()).data.map((m) => m.id)).toEqual(["openai/unpriced-cache"]);
@@ -310,6 +336,13 @@ describeEachBackend(
           input_cost_per_token: 1e-6,
           output_cost_per_token: 2e-6,
           cache_read_input_token_cost: null,
+        },
+        {
+          name: "openai/gpt-6.1-sol",
+          input_cost_per_token: 2e-6,
+          output_cost_per_token: 10e-6,
+          cache_read_input_token_cost: 0.1e-6,
+          cache_creation_input_token_cost: 2.5e-6,
         },
       ],
       router: { num_retries: 0 },

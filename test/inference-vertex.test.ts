@@ -5,9 +5,10 @@
 import { afterAll, beforeEach, expect, test } from "bun:test";
 import { verify } from "node:crypto";
 import OpenAI from "openai";
+import { countTokens } from "../src/inference/estimate";
 import { describeEachBackend, type GeneratedWire, type KeyWire } from "./helpers/gateway";
-import { logsOf, sdkClient } from "./helpers/inference";
-import { anthropicError } from "./mocks/anthropic";
+import { eventually, logRowWithStatus, logsOf, readThenDisconnect, sdkClient } from "./helpers/inference";
+import { anthropicError, anthropicTextStream } from "./mocks/anthropic";
 import {
   assertionOf,
   geminiJson,
@@ -389,6 +390,41 @@ describeEachBackend(
         '{"city": "Lisbon"}',
       ]);
       expect(final.usage).toMatchObject({ prompt_tokens: 1854, completion_tokens: 38 });
+    });
+
+    test("Claude on Vertex, a client that disconnects while the model thinks: aborted upstream, reasoning billed, time to first token kept", async () => {
+      const k = await gw().newKey();
+      const c = sdkClient(gw(), k.key);
+      const thoughts = Array.from({ length: 80 }, (_, i) => `consider${i} `);
+      mock.enqueue(() =>
+        anthropicTextStream(["never sent"], { input: 30, output: 700, cacheRead: 1000 }, 25, thoughts),
+      );
+      const s = await c.chat.completions.create({
+        model: "vertex/claude-sonnet-4-5@20250929",
+        messages: [{ role: "user", content: "Think it through." }],
+        reasoning_effort: "low",
+        stream: true,
+      });
+      const received = await readThenDisconnect(s, 8);
+      expect(received).toStartWith("consider0 ");
+      expect(mock.requests[0]?.path).toBe(`${CLAUDE_PATH}:streamRawPredict`);
+      await eventually(
+        () => mock.open,
+        (n) => n === 0,
+      );
+      const row = await logRowWithStatus(gw(), k.token_id, 499);
+      expect(row).toMatchObject({
+        model: "vertex/claude-sonnet-4-5@20250929",
+        provider: "vertex",
+        usage_estimated: true,
+        input_tokens: 1030,
+        cache_read_tokens: 1000,
+      });
+      const output = row.output_tokens as number;
+      expect(output).toBeGreaterThanOrEqual(countTokens(received));
+      expect(output).toBeLessThan(700);
+      expect(row.ttft_ms).not.toBeNull();
+      expect(row.cost as number).toBeCloseTo(30 * CLAUDE.input + 1000 * CLAUDE.cacheRead + output * CLAUDE.output, 15);
     });
 
     test("upstream errors: 400 stays 400, 429 keeps Google's retry delay, 500 stays 500", async () => {

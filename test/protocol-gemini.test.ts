@@ -7,8 +7,9 @@
  */
 import { afterAll, beforeEach, expect, test } from "bun:test";
 import { ApiError, type GenerateContentResponse, GoogleGenAI, type Part, Type } from "@google/genai";
+import { countTokens } from "../src/inference/estimate";
 import { describeEachBackend, type GeneratedWire, type TestGateway } from "./helpers/gateway";
-import { logsOf } from "./helpers/inference";
+import { eventually, logRowWithStatus, logsOf } from "./helpers/inference";
 import { anthropicError, anthropicJson, anthropicStream } from "./mocks/anthropic";
 import { bedrockJson, bedrockStream, REQUEST_ID } from "./mocks/bedrock";
 import {
@@ -1030,6 +1031,34 @@ describeEachBackend(
         "x-goog-api-key": key.key,
       });
       expect(raw.text).toContain(": keepalive");
+    });
+
+    test("a client that leaves a native stream early: the running usage counts are not final; input kept, output at least the text produced", async () => {
+      const k = await gw().newKey();
+      // Running totals on every frame, as Gemini sends them; the output count lags the text here.
+      const frames = Array.from({ length: 80 }, (_, i) => ({
+        candidates: [{ content: { role: "model", parts: [{ text: "Clear skies over Lisbon. " }] }, index: 0 }],
+        usageMetadata: { promptTokenCount: 500, candidatesTokenCount: i + 1, totalTokenCount: 501 + i },
+      }));
+      mock.enqueue(() => streamResponse(sse(frames), { delayMs: 25 }));
+      const controller = new AbortController();
+      const res = await fetch(`${gw().listen()}/v1beta/models/gemini/gemini-2.5-flash:streamGenerateContent?alt=sse`, {
+        method: "POST",
+        headers: { "x-goog-api-key": k.key, "content-type": "application/json" },
+        body: JSON.stringify(HELLO),
+        signal: controller.signal,
+      });
+      const reader = res.body?.getReader();
+      let seen = "";
+      while ((seen.match(/Lisbon/g) ?? []).length < 8) seen += new TextDecoder().decode((await reader?.read())?.value);
+      controller.abort();
+      await eventually(
+        () => mock.open,
+        (n) => n === 0,
+      );
+      const row = await logRowWithStatus(gw(), k.token_id, 499);
+      expect(row).toMatchObject({ usage_estimated: true, input_tokens: 500, provider: "gemini" });
+      expect(row.output_tokens as number).toBeGreaterThanOrEqual(countTokens("Clear skies over Lisbon. ".repeat(8)));
     });
 
     test("a client that leaves a native stream early is billed by estimate, whatever Gemini-only parts it sent", async () => {

@@ -10,8 +10,8 @@ import { countTokens, promptText } from "../src/inference/estimate";
 import { decodeMessagesRequest } from "../src/protocols/anthropic/decode";
 import { parseCountTokensRequest } from "../src/protocols/anthropic/protocol";
 import { describeEachBackend, type GeneratedWire, type TestGateway } from "./helpers/gateway";
-import { logsOf } from "./helpers/inference";
-import { anthropicFixture, anthropicJson, anthropicStream } from "./mocks/anthropic";
+import { eventually, logRowWithStatus, logsOf } from "./helpers/inference";
+import { anthropicFixture, anthropicJson, anthropicStream, anthropicTextStream } from "./mocks/anthropic";
 import { bedrockJson, bedrockStream } from "./mocks/bedrock";
 import { geminiJson, geminiStream, testServiceAccount, vertexJson, vertexStream } from "./mocks/gemini";
 import { openaiError, openaiJson, openaiStream } from "./mocks/openai";
@@ -862,6 +862,45 @@ describeEachBackend(
       mock.enqueue(() => anthropicJson("message.json"));
       await sdk.messages.create({ ...pdf, model: CLAUDE_MODEL });
       expect(mock.requests[0]?.json).toEqual({ ...pdf, model: "claude-sonnet-4-5" });
+    });
+
+    test("Anthropic, forwarded natively: a client that leaves mid-stream keeps message_start's input counts, output counted from the text", async () => {
+      const k = await gw().newKey();
+      const words = Array.from({ length: 80 }, (_, i) => `word${i} `);
+      mock.enqueue(() => anthropicTextStream(words, { input: 40, output: 900, cacheRead: 1800 }, 25));
+      const stream = await client(gw(), { apiKey: k.key }).messages.create({
+        model: CLAUDE_MODEL,
+        max_tokens: 1000,
+        messages: [{ role: "user", content: "Count slowly." }],
+        stream: true,
+      });
+      let received = "";
+      let deltas = 0;
+      // The SDK ends the iteration (or throws its abort error) once the stream is aborted.
+      await (async () => {
+        for await (const ev of stream) {
+          if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") {
+            received += ev.delta.text;
+            if (++deltas === 8) stream.controller.abort();
+          }
+        }
+      })().catch((e) => {
+        if (!(e instanceof Anthropic.APIUserAbortError)) throw e;
+      });
+      expect(deltas).toBe(8);
+      await eventually(
+        () => mock.open,
+        (n) => n === 0,
+      );
+      const row = await logRowWithStatus(gw(), k.token_id, 499);
+      expect(row).toMatchObject({
+        usage_estimated: true,
+        input_tokens: 1840,
+        cache_read_tokens: 1800,
+        provider: "anthropic",
+      });
+      expect(row.output_tokens as number).toBeGreaterThanOrEqual(countTokens(received));
+      expect(row.output_tokens as number).toBeLessThan(900);
     });
 
     test("a translated stream that fails midway ends with event: error in Anthropic's shape", async () => {

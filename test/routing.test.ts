@@ -5,12 +5,20 @@ import OpenAI from "openai";
 import type { ModelConfig } from "../src/config/file";
 import { pgliteBackend } from "./helpers/backends";
 import { type ErrorWire, type GeneratedWire, startGateway, type TestGateway } from "./helpers/gateway";
+import { logsOf } from "./helpers/inference";
 import { openaiCompletion, openaiError, openaiFixture } from "./mocks/openai";
 import { type MockUpstream, startMockUpstream, streamResponse } from "./mocks/upstream";
 
 const A = startMockUpstream();
 const B = startMockUpstream();
 const C = startMockUpstream();
+/** A port nothing listens on: connections are refused. */
+const closedPort = (() => {
+  const s = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("") });
+  const port = s.port;
+  s.stop(true);
+  return port;
+})();
 let gw: TestGateway;
 let key: GeneratedWire;
 let client: OpenAI;
@@ -40,6 +48,25 @@ const models: ModelConfig[] = [
     input_cost_per_token: 1e-6,
     output_cost_per_token: 1e-6,
   },
+  {
+    name: "pa/idle",
+    deployments: [d("pa", "idle")],
+    stream_idle_timeout_seconds: 0.4,
+    max_retries: 0,
+    input_cost_per_token: 1e-6,
+    output_cost_per_token: 1e-6,
+  },
+  // pd's provider timeout (0.25 s) applies only where neither the model nor the deployment sets one.
+  { name: "pd/patient", timeout_seconds: 5, max_retries: 0 },
+  { name: "pd/provider-default", max_retries: 0 },
+  {
+    name: "pd/deployment-own",
+    timeout_seconds: 5,
+    deployments: [{ provider: "pd", model: "deployment-own", timeout_seconds: 0.25 }],
+    max_retries: 0,
+  },
+  { name: "dead/fallback", max_retries: 1, fallbacks: ["pc/backup"] },
+  { name: "dead/only", max_retries: 1 },
 ];
 
 beforeAll(async () => {
@@ -50,6 +77,8 @@ beforeAll(async () => {
         pa: { type: "openai", api_base: A.url, api_key: "ka" },
         pb: { type: "openai", api_base: B.url, api_key: "kb" },
         pc: { type: "openai", api_base: C.url, api_key: "kc" },
+        pd: { type: "openai", api_base: A.url, api_key: "kd", timeout_seconds: 0.25 },
+        dead: { type: "openai", api_base: `http://127.0.0.1:${closedPort}/v1`, api_key: "kdead" },
       },
       models,
       router: { retry_backoff_ms: 1, cooldown_seconds: 60, allowed_fails: 2 },
@@ -161,6 +190,14 @@ describe("retries and failures", () => {
     const err = await ask("pa/down").catch((e) => e);
     expect(err.status).toBe(503);
     expect(err.message).toContain("maintenance");
+    // The request log names where the last attempt went, and how many were made.
+    expect(await lastLog("pa/down")).toMatchObject({
+      status: 503,
+      provider: "pa",
+      deployment: "pa/down",
+      upstream_model: "down",
+      attempts: 2,
+    });
     A.setDefault(() => openaiError(429, "quota", "requests", { "retry-after": "7" }));
     const limited = await client.chat.completions
       .create({ model: "pa/limited", messages: [{ role: "user", content: "x" }] })
@@ -168,6 +205,41 @@ describe("retries and failures", () => {
       .catch((e) => e);
     expect(limited.status).toBe(429);
     expect(limited.headers.get("retry-after")).toBe("7");
+  });
+
+  test("a refused connection is retried, then the fallback serves; alone, it is a 502 logged with its deployment", async () => {
+    C.setDefault(() => openaiCompletion("backup here", { prompt: 2, completion: 1 }));
+    const before = C.requests.length;
+    const { data, response } = await ask("dead/fallback");
+    expect(data.choices[0]?.message.content).toBe("backup here");
+    expect(response.headers.get("x-gateway-model")).toBe("pc/backup");
+    expect(C.requests.length - before).toBe(1);
+    expect(await lastLog("pc/backup")).toMatchObject({ requested_model: "dead/fallback", attempts: 3, status: 200 });
+
+    const err = await ask("dead/only").catch((e) => e);
+    expect(err.status).toBe(502);
+    expect(err.error).toMatchObject({ code: "upstream_unreachable" });
+    expect(await lastLog("dead/only")).toMatchObject({
+      status: 502,
+      error_code: "upstream_unreachable",
+      provider: "dead",
+      deployment: "dead/only",
+      attempts: 2,
+    });
+  });
+
+  test("timeouts: the model's beats its provider's; the provider's applies when the model sets none; the deployment's beats both", async () => {
+    A.setDefault(async () => {
+      await Bun.sleep(700);
+      return openaiCompletion("in the end", { prompt: 1, completion: 1 });
+    });
+    const { data } = await ask("pd/patient");
+    expect(data.choices[0]?.message.content).toBe("in the end");
+    for (const model of ["pd/provider-default", "pd/deployment-own"]) {
+      const err = await ask(model).catch((e) => e);
+      expect(err.status).toBe(504);
+      expect(err.error).toMatchObject({ code: "upstream_timeout" });
+    }
   });
 
   test("weights share the load", async () => {
@@ -277,6 +349,100 @@ describe("streams", () => {
   });
 });
 
+describe("streams that go silent", () => {
+  /** The first frames of a stream, then silence until the gateway gives up on it. */
+  const silentAfter = (n: number) => {
+    const f = openaiFixture("chat-stream.sse")
+      .split("\n\n")
+      .filter((x) => x.trim() !== "")
+      .map((x) => `${x.replace(/"model":"[^"]+"/, '"model":"idle"')}\n\n`);
+    return (_r: unknown, raw: Request) =>
+      new Response(
+        new ReadableStream<Uint8Array>({
+          start(c) {
+            for (const x of f.slice(0, n)) c.enqueue(new TextEncoder().encode(x));
+            raw.signal.addEventListener("abort", () => c.close());
+          },
+        }),
+        { headers: { "content-type": "text/event-stream" } },
+      );
+  };
+
+  test("an upstream silent past stream_idle_timeout_seconds: aborted, a 504 error frame, logged and billed for what it produced", async () => {
+    const k = await gw.newKey();
+    const c = new OpenAI({ baseURL: `${gw.listen()}/v1`, apiKey: k.key, maxRetries: 0 });
+    A.setDefault(silentAfter(3));
+    const s = await c.chat.completions.create({
+      model: "pa/idle",
+      messages: [{ role: "user", content: "What is the weather like in Lisbon today?" }],
+      stream: true,
+    });
+    let text = "";
+    const err = await (async () => {
+      for await (const ch of s) text += ch.choices[0]?.delta?.content ?? "";
+    })().catch((e) => e);
+    expect(text).toBe("Lisbon is sunny");
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect(err.error).toMatchObject({ code: "upstream_timeout" });
+    for (let i = 0; i < 50 && A.open > 0; i++) await Bun.sleep(20);
+    expect(A.open).toBe(0);
+    const [row] = await logsOf(gw, k.token_id);
+    expect(row).toMatchObject({
+      model: "pa/idle",
+      deployment: "pa/idle",
+      status: 504,
+      error_code: "upstream_timeout",
+      usage_estimated: true,
+      stream: true,
+    });
+    expect(row?.output_tokens as number).toBeGreaterThan(0);
+    expect(row?.cost as number).toBeGreaterThan(0);
+  });
+
+  test("the same through a translated protocol (/v1/messages): an Anthropic error event, then the end", async () => {
+    const k = await gw.newKey();
+    A.setDefault(silentAfter(3));
+    const res = await fetch(`${gw.listen()}/v1/messages`, {
+      method: "POST",
+      headers: { "x-api-key": k.key, "content-type": "application/json", "anthropic-version": "2023-06-01" },
+      body: JSON.stringify({
+        model: "pa/idle",
+        max_tokens: 100,
+        messages: [{ role: "user", content: "Weather?" }],
+        stream: true,
+      }),
+    });
+    const text = await res.text();
+    expect(text).toContain("is sunny");
+    expect(text).toMatch(
+      /event: error\ndata: \{"type":"error","error":\{"type":"[a-z_]+","message":"The upstream provider did not answer in time/,
+    );
+    const [row] = await logsOf(gw, k.token_id);
+    expect(row).toMatchObject({ status: 504, error_code: "upstream_timeout", endpoint: "/v1/messages" });
+  });
+
+  test("a stream that keeps producing is not cut, however long it lasts", async () => {
+    const f = openaiFixture("chat-stream.sse")
+      .split("\n\n")
+      .filter((x) => x.trim() !== "")
+      .map((x) => `${x}\n\n`);
+    // 0.15 s between frames, about 1.7 s in all: well past the 0.4 s idle timeout, never silent that long.
+    A.setDefault(() =>
+      streamResponse([...f.slice(0, 2), ...Array.from({ length: 4 }, () => f[2] as string), ...f.slice(2)], {
+        delayMs: 150,
+      }),
+    );
+    const s = await client.chat.completions.create({
+      model: "pa/idle",
+      messages: [{ role: "user", content: "x" }],
+      stream: true,
+    });
+    let text = "";
+    for await (const ch of s) text += ch.choices[0]?.delta?.content ?? "";
+    expect(text).toBe(`Lisbon${" is sunny".repeat(5)} today.`);
+  });
+});
+
 describe("non-streaming disconnects", () => {
   test("a client that gives up aborts the upstream call; the request is logged as 499", async () => {
     let upstreamSignal: AbortSignal | undefined;
@@ -341,6 +507,57 @@ describe("long silent calls", () => {
     const text = await res.text();
     expect(text).toContain("sunny");
     expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+    await g.close();
+  });
+});
+
+describe("deployments' rpm and tpm", () => {
+  test("a deployment at its rpm is skipped; with every one at its limit the client gets a 429 with retry-after; tpm sends the rest to the fallback", async () => {
+    // The router's clock stands still 20 s into a minute: every request falls in the same window.
+    const minuteStart = Math.floor(Date.now() / 60_000) * 60_000;
+    const g = await startGateway(pgliteBackend, {
+      routerNow: () => minuteStart + 20_000,
+      inference: {
+        providers: {
+          pa: { type: "openai", api_base: A.url, api_key: "ka" },
+          pb: { type: "openai", api_base: B.url, api_key: "kb" },
+          pc: { type: "openai", api_base: C.url, api_key: "kc" },
+        },
+        models: [
+          {
+            name: "pa/metered",
+            deployments: [
+              { provider: "pa", model: "m", rpm: 1 },
+              { provider: "pb", model: "m", rpm: 2 },
+            ],
+          },
+          { name: "pa/tokens", deployments: [{ provider: "pa", model: "t", tpm: 100 }], fallbacks: ["pc/backup"] },
+          { name: "pc/backup" },
+        ],
+      },
+    });
+    const k = await g.newKey();
+    const c = new OpenAI({ baseURL: `${g.listen()}/v1`, apiKey: k.key, maxRetries: 0 });
+    const call = (model: string) =>
+      c.chat.completions.create({ model, messages: [{ role: "user", content: "x" }] }).withResponse();
+    A.setDefault(() => openaiCompletion("A", { prompt: 80, completion: 30 }));
+    B.setDefault(() => openaiCompletion("B", { prompt: 1, completion: 1 }));
+    C.setDefault(() => openaiCompletion("C", { prompt: 1, completion: 1 }));
+    const before = { a: modelOf(A, "m").length, b: modelOf(B, "m").length };
+    const served = [];
+    for (let i = 0; i < 3; i++) served.push((await call("pa/metered")).data.choices[0]?.message.content);
+    expect(served.sort()).toEqual(["A", "B", "B"]);
+    const limited = await call("pa/metered").catch((e) => e);
+    expect(limited).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(limited.error).toMatchObject({ code: "deployment_rate_limited" });
+    expect(limited.headers.get("retry-after")).toBe("40");
+    expect({ a: modelOf(A, "m").length - before.a, b: modelOf(B, "m").length - before.b }).toEqual({ a: 1, b: 2 });
+
+    // 110 tokens reported by the first call: the deployment is past its tpm for this minute.
+    expect((await call("pa/tokens")).data.choices[0]?.message.content).toBe("A");
+    const second = await call("pa/tokens");
+    expect(second.data.choices[0]?.message.content).toBe("C");
+    expect(second.response.headers.get("x-gateway-model")).toBe("pc/backup");
     await g.close();
   });
 });

@@ -4,7 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig } from "../config";
 import type { ProviderConfig } from "../config/file";
-import { buildCatalog, loadCatalogFile } from "./catalog";
+import { GatewayError } from "../http/errors";
+import { buildCatalog, loadCatalogFile, type ServedModel } from "./catalog";
 import type { CatalogEntry } from "./model";
 
 const providers: Record<string, ProviderConfig> = {
@@ -74,7 +75,67 @@ describe("the served catalog", () => {
     expect(m?.deployments[0]).toMatchObject({ provider: "ollama", upstreamModel: "llama3.2:3b" });
     expect(m?.prices.input).toBe(0);
     expect(c.resolve("ollama/")).toBeUndefined();
-    expect(c.list().map((x) => x.name)).toEqual(["ollama/llama3.2:3b"]);
+  });
+
+  test("names resolved through a wildcard are never listed, and only a bounded number is kept", () => {
+    const c = buildCatalog(providers, [{ name: "ollama/*" }, { name: "openai/gpt-4o-mini" }], []);
+    const first = c.resolve("ollama/llama3.2:3b");
+    expect(c.resolve("ollama/llama3.2:3b")).toBe(first);
+    // Any caller can ask for any name: none of them reaches /v1/models or stays in memory for good.
+    for (let i = 0; i < 5000; i++) expect(c.resolve(`ollama/made-up-${i}`)?.name).toBe(`ollama/made-up-${i}`);
+    expect(c.list().map((x) => x.name)).toEqual(["openai/gpt-4o-mini"]);
+    const again = c.resolve("ollama/llama3.2:3b");
+    expect(again).not.toBe(first);
+    expect(again).toEqual(first as ServedModel);
+  });
+
+  test("a wildcard name with '.' or '..' path segments is a 400", () => {
+    const c = buildCatalog(providers, [{ name: "ollama/*" }], []);
+    for (const name of ["ollama/..", "ollama/.", "ollama/../../x", "ollama/a/../b", "ollama/a/."]) {
+      let err: unknown;
+      try {
+        c.resolve(name);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(GatewayError);
+      expect(err).toMatchObject({ status: 400, code: "invalid_model_name" });
+    }
+    // Dots inside a segment are ordinary model ids.
+    expect(c.resolve("ollama/qwen2.5..7b")?.deployments[0]?.upstreamModel).toBe("qwen2.5..7b");
+    expect(c.resolve("ollama/.hidden")?.deployments[0]?.upstreamModel).toBe(".hidden");
+  });
+
+  test("timeouts: the deployment's own, else the model's, else the provider's (a provider's never overrides a model's)", () => {
+    const c = buildCatalog(
+      {
+        slow: { type: "openai", timeout_seconds: 90, stream_idle_timeout_seconds: 45 },
+        plain: { type: "openai" },
+      },
+      [
+        {
+          name: "slow/model-set",
+          timeout_seconds: 20,
+          stream_idle_timeout_seconds: 10,
+          deployments: [
+            { provider: "slow", model: "a" },
+            { provider: "slow", model: "b", timeout_seconds: 5, stream_idle_timeout_seconds: 2 },
+            { provider: "plain", model: "c" },
+          ],
+        },
+        { name: "slow/provider-only" },
+        { name: "plain/nothing" },
+      ],
+      [],
+    );
+    const timeouts = (name: string) => c.resolve(name)?.deployments.map((d) => [d.timeoutMs, d.streamIdleTimeoutMs]);
+    expect(timeouts("slow/model-set")).toEqual([
+      [20_000, 10_000],
+      [5_000, 2_000],
+      [20_000, 10_000],
+    ]);
+    expect(timeouts("slow/provider-only")).toEqual([[90_000, 45_000]]);
+    expect(timeouts("plain/nothing")).toEqual([[undefined, undefined]]);
   });
 
   test("configuration mistakes name the field", () => {

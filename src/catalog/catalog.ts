@@ -8,7 +8,7 @@ import { resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { ConfigError } from "../config/error";
 import type { ModelConfig, ProviderConfig } from "../config/file";
-import { GatewayError } from "../http/errors";
+import { badRequest, GatewayError } from "../http/errors";
 import { validator } from "../http/validate";
 import type { Deployment } from "../providers/types";
 import { type CatalogEntry, CatalogFile, type ModelMode } from "./model";
@@ -35,6 +35,7 @@ export interface ServedModel {
   deployments: Deployment[];
   fallbacks: string[];
   timeoutMs?: number;
+  streamIdleTimeoutMs?: number;
   maxRetries?: number;
 }
 
@@ -72,9 +73,26 @@ export function loadCatalogFile(path = DEFAULT_CATALOG_PATH): CatalogEntry[] {
   }
 }
 
+/**
+ * How many `<provider>/*` resolutions are kept. Clients choose those names, so the cache is bounded
+ * (oldest first out) and never listed: a resolution costs a few small objects when it is rebuilt.
+ */
+const WILDCARD_CACHE_MAX = 1024;
+
+/**
+ * Whether a model id requested through a wildcard could be sent upstream as given. Adapters put the
+ * id in URL paths, where `.` and `..` segments would be resolved away and carry the provider's
+ * credentials to another endpoint (`gemini/../../x` -> `/x:generateContent`).
+ */
+function hasDotSegment(id: string): boolean {
+  for (const s of id.split("/")) if (s === "." || s === "..") return true;
+  return false;
+}
+
 export class Catalog {
   private readonly exact = new Map<string, ServedModel>();
   private readonly wildcards = new Map<string, ServedModel>();
+  private readonly resolved = new Map<string, ServedModel>();
 
   constructor(models: ServedModel[]) {
     for (const m of models) {
@@ -83,27 +101,34 @@ export class Catalog {
     }
   }
 
-  /** The served model for a requested name, or undefined (a 404 for the caller). */
+  /**
+   * The served model for a requested name, or undefined (a 404 for the caller). A name that a
+   * wildcard would send upstream with `.`/`..` path segments is a 400.
+   */
   resolve(name: string): ServedModel | undefined {
-    const hit = this.exact.get(name);
+    const hit = this.exact.get(name) ?? this.resolved.get(name);
     if (hit) return hit;
     const slash = name.indexOf("/");
     if (slash <= 0 || slash === name.length - 1) return undefined;
     const wild = this.wildcards.get(name.slice(0, slash));
     if (!wild) return undefined;
     const upstream = upstreamOf(name);
+    if (hasDotSegment(upstream)) {
+      throw badRequest(`The model name '${name}' has '.' or '..' path segments`, "model", "invalid_model_name");
+    }
     const model: ServedModel = {
       ...wild,
       name,
       deployments: wild.deployments.map((d) => ({ ...d, id: `${d.provider}/${upstream}`, upstreamModel: upstream })),
     };
-    this.exact.set(name, model);
+    if (this.resolved.size >= WILDCARD_CACHE_MAX) this.resolved.delete(this.resolved.keys().next().value as string);
+    this.resolved.set(name, model);
     return model;
   }
 
-  /** Every served model with a concrete name (wildcards are not listed). */
+  /** Every configured model with a concrete name (wildcards, and names resolved through them, are not listed). */
   list(): ServedModel[] {
-    return [...this.exact.values()].filter((m) => !m.name.endsWith("/*")).sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.exact.values()].sort((a, b) => a.name.localeCompare(b.name));
   }
 }
 
@@ -158,7 +183,10 @@ function toServed(m: ModelConfig, providers: Record<string, ProviderConfig>): Se
     (d, i, all) => {
       const base = `${d.provider}/${d.model}`;
       const repeated = all.filter((x) => `${x.provider}/${x.model}` === base).length > 1;
-      const timeout = d.timeout_seconds ?? providers[d.provider]?.timeout_seconds;
+      // The most specific setting wins: the deployment's own, the model's, then its provider's.
+      const own = providers[d.provider];
+      const timeout = d.timeout_seconds ?? m.timeout_seconds ?? own?.timeout_seconds;
+      const idle = d.stream_idle_timeout_seconds ?? m.stream_idle_timeout_seconds ?? own?.stream_idle_timeout_seconds;
       return {
         id: repeated ? `${base}#${i}` : base,
         provider: d.provider,
@@ -168,6 +196,7 @@ function toServed(m: ModelConfig, providers: Record<string, ProviderConfig>): Se
         ...("api_key" in d && d.api_key !== undefined ? { apiKey: d.api_key } : {}),
         ...("headers" in d && d.headers !== undefined ? { headers: d.headers } : {}),
         ...(timeout !== undefined ? { timeoutMs: timeout * 1000 } : {}),
+        ...(idle !== undefined ? { streamIdleTimeoutMs: idle * 1000 } : {}),
         ...("rpm" in d && d.rpm !== undefined ? { rpm: d.rpm } : {}),
         ...("tpm" in d && d.tpm !== undefined ? { tpm: d.tpm } : {}),
       };
@@ -192,6 +221,9 @@ function toServed(m: ModelConfig, providers: Record<string, ProviderConfig>): Se
     deployments,
     fallbacks: m.fallbacks ?? [],
     ...(m.timeout_seconds !== undefined ? { timeoutMs: m.timeout_seconds * 1000 } : {}),
+    ...(m.stream_idle_timeout_seconds !== undefined
+      ? { streamIdleTimeoutMs: m.stream_idle_timeout_seconds * 1000 }
+      : {}),
     ...(m.max_retries !== undefined ? { maxRetries: m.max_retries } : {}),
   };
 }

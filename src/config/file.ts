@@ -28,6 +28,7 @@ export const ProviderConfig = T.Object(
     /** Extra headers sent upstream on every call. */
     headers: T.Optional(Headers),
     timeout_seconds: T.Optional(Seconds),
+    stream_idle_timeout_seconds: T.Optional(Seconds),
     /** azure: the api-version query parameter ("v1" selects the v1 API with the model in the body). */
     api_version: T.Optional(T.String({ minLength: 1 })),
     /** anthropic: the anthropic-version header. */
@@ -60,6 +61,8 @@ export const DeploymentConfig = T.Object(
     api_key: T.Optional(T.String()),
     headers: T.Optional(Headers),
     timeout_seconds: T.Optional(Seconds),
+    stream_idle_timeout_seconds: T.Optional(Seconds),
+    /** Requests and tokens per minute this deployment may take (per gateway instance). */
     rpm: T.Optional(PositiveInt()),
     tpm: T.Optional(PositiveInt()),
   },
@@ -76,6 +79,7 @@ export const ModelConfig = T.Object(
     /** Models tried in order when every deployment of this one failed. */
     fallbacks: T.Optional(T.Array(ModelName)),
     timeout_seconds: T.Optional(Seconds),
+    stream_idle_timeout_seconds: T.Optional(Seconds),
     max_retries: T.Optional(T.Integer({ minimum: 0, maximum: 10 })),
   },
   { additionalProperties: false },
@@ -93,8 +97,10 @@ export const RouterConfig = T.Object(
     /** Consecutive failures after which a deployment is cooled down (a 429 cools it at once). */
     allowed_fails: T.Optional(PositiveInt(100)),
     cooldown_seconds: T.Optional(T.Number({ minimum: 0, maximum: 86_400 })),
-    /** Upstream timeout until the response (or the first streamed byte) arrives. */
+    /** Upstream timeout until the response (a stream: its headers) arrives. */
     timeout_seconds: T.Optional(Seconds),
+    /** A started stream whose upstream sends nothing for this long is ended with a 504 (default: timeout_seconds). */
+    stream_idle_timeout_seconds: T.Optional(Seconds),
     /** Keep-alive comment on a silent stream after this many seconds. */
     stream_heartbeat_seconds: T.Optional(Seconds),
   },

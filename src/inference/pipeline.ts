@@ -20,8 +20,8 @@ import { type CanonicalRequest, emptyUsage, type StreamEvent, type Usage } from 
 import type { NativeForwarding, Protocol, ProtocolContext, StreamEncoder, StreamTracker } from "../protocols/protocol";
 import { fetchFailure, UpstreamError } from "../providers/errors";
 import type { ImageFetcher } from "../providers/images";
-import type { CallContext, Deployment, ProviderAdapter } from "../providers/types";
-import { type Router, toClientError } from "../routing/router";
+import type { CallContext, Deployment, ProviderAdapter, UpstreamTiming } from "../providers/types";
+import { type Router, type RouteTrace, toClientError } from "../routing/router";
 import type { SpendLedger } from "../spend/ledger";
 import { durationMs } from "../util/duration";
 import { authorizeModel } from "./access";
@@ -193,6 +193,7 @@ export class InferenceRun {
       attempts: o.attempts ?? 0,
       tags: key?.tags ?? [],
     });
+    if (o.deployment) deps.router.recordTokens(o.deployment, o.usage.inputTokens + o.usage.outputTokens);
     const lease = this.lease;
     if (!lease || !key || !team || !deps.limiter) return;
     deps.limiter
@@ -222,24 +223,35 @@ export class InferenceRun {
   }
 }
 
-export function callContext(deps: InferenceDeps, m: ServedModel, signal: AbortSignal): CallContext {
+export function callContext(
+  deps: InferenceDeps,
+  m: ServedModel,
+  signal: AbortSignal,
+  timing: UpstreamTiming,
+): CallContext {
   return {
     signal,
     log: deps.log,
     fetchImage: deps.fetchImage,
+    timing,
     ...(m.maxOutputTokens ? { defaultMaxTokens: m.maxOutputTokens } : {}),
     ...(m.mode === "responses" ? { responsesApi: true } : {}),
   };
 }
 
-function gatewayHeaders(
-  run: InferenceRun,
-  model: ServedModel,
-  d: Deployment,
-  routerMs: number,
-): Record<string, string> {
+/** What the router did and how long the request waited on upstreams, for logs and the overhead header. */
+type Trace = RouteTrace & UpstreamTiming;
+
+const newTrace = (): Trace => ({ attempts: 0, waitedMs: 0, upstreamMs: 0 });
+
+/**
+ * Response headers. The overhead is the request's time so far minus the waits on upstreams (from
+ * sending each upstream request to its response headers) and between attempts: what the gateway
+ * itself spent, translation included.
+ */
+function gatewayHeaders(run: InferenceRun, model: ServedModel, d: Deployment, trace: Trace): Record<string, string> {
   const ctx = run.ctx;
-  const overhead = Math.max(0, performance.now() - ctx.startedAt - routerMs);
+  const overhead = Math.max(0, performance.now() - ctx.startedAt - trace.upstreamMs - trace.waitedMs);
   return {
     ...run.rateHeaders(),
     "x-request-id": ctx.requestId,
@@ -252,15 +264,33 @@ function gatewayHeaders(
 
 class Tracker implements StreamTracker {
   usage: Usage | undefined;
+  partialUsage: Usage | undefined;
   failed: GatewayError | undefined;
   text = "";
   ttftMs: number | undefined;
+  /** A canonical `finish` was seen: usage reported after it is the upstream's final count. */
+  finished = false;
 
   constructor(private readonly startedAt: number) {}
 
   token(text: string): void {
     if (this.ttftMs === undefined) this.ttftMs = performance.now() - this.startedAt;
     this.text += text;
+  }
+
+  /**
+   * What a stream is billed. The upstream's final count when it gave one (or, for a stream that ran
+   * to its end, the last count it gave). A stream cut off first (client gone, upstream failed or
+   * went silent) keeps the input and cache counts the upstream reported and bills the output the
+   * upstream counted or the tokenizer counts in what was produced, whichever is more; estimated.
+   */
+  billed(complete: boolean, promptTokens: () => number): { usage: Usage; estimated: boolean } {
+    const final = this.usage ?? (complete ? this.partialUsage : undefined);
+    if (final) return { usage: final, estimated: false };
+    const produced = countTokens(this.text);
+    const p = this.partialUsage;
+    if (p) return { usage: { ...p, outputTokens: Math.max(p.outputTokens, produced) }, estimated: true };
+    return { usage: { ...emptyUsage(), inputTokens: promptTokens(), outputTokens: produced }, estimated: true };
   }
 }
 
@@ -280,14 +310,19 @@ function promptTokensOrZero(canonical: () => CanonicalRequest): number {
   }
 }
 
-/** Records a request that failed before answering; returns the error the client gets. */
-function failed(run: InferenceRun, model: ServedModel, e: unknown, stream: boolean): unknown {
+/**
+ * Records a request that failed before answering, with the model and deployment of its last
+ * attempt (when one was made); returns the error the client gets.
+ */
+function failed(run: InferenceRun, model: ServedModel, trace: Trace, e: unknown, stream: boolean): unknown {
   const err = e instanceof UpstreamError ? toClientError(e) : e;
   run.finish({
-    model,
+    model: trace.model ?? model,
+    ...(trace.deployment ? { deployment: trace.deployment } : {}),
     status: err instanceof GatewayError ? err.status : 500,
     errorCode: err instanceof GatewayError ? err.code : "internal_error",
     usage: emptyUsage(),
+    attempts: trace.attempts,
     stream,
   });
   return err;
@@ -388,52 +423,58 @@ async function completeInference<B>(
   pctx: (m: ServedModel) => ProtocolContext,
 ): Promise<Response> {
   const ctx = run.ctx;
-  const routerStart = performance.now();
+  const trace = newTrace();
   try {
-    const routed = await deps.router.run<Completed>(model, ctx.signal, async (m, d, signal) => {
-      const adapter = deps.adapters.get(d.provider) as ProviderAdapter;
-      const call = callContext(deps, m, signal);
-      const forwarded =
-        nativeWanted(protocol, m) &&
-        adapter.passthrough?.(protocol.name, protocol.native.body(input, false), d, call, false);
-      if (forwarded && protocol.native) {
-        const res = await forwarded;
-        let text: string;
-        try {
-          text = await res.text();
-        } catch (e) {
-          throw fetchFailure(e, d.provider, signal, "body");
+    const routed = await deps.router.run<Completed>(
+      model,
+      ctx.signal,
+      async (m, d, signal) => {
+        const adapter = deps.adapters.get(d.provider) as ProviderAdapter;
+        const call = callContext(deps, m, signal, trace);
+        const forwarded =
+          nativeWanted(protocol, m) &&
+          adapter.passthrough?.(protocol.name, protocol.native.body(input, false), d, call, false);
+        if (forwarded && protocol.native) {
+          const res = await forwarded;
+          let text: string;
+          try {
+            text = await res.text();
+          } catch (e) {
+            throw fetchFailure(e, d.provider, signal, "body");
+          }
+          let json: unknown;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            throw new UpstreamError("protocol", `${d.provider} returned a body that is not JSON`, { status: 502 });
+          }
+          const answer = protocol.native.answer ? JSON.stringify(protocol.native.answer(json, input, pctx(m))) : text;
+          return { text: answer, usage: protocol.native.usage(json) };
         }
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          throw new UpstreamError("protocol", `${d.provider} returned a body that is not JSON`, { status: 502 });
-        }
-        const answer = protocol.native.answer ? JSON.stringify(protocol.native.answer(json, input, pctx(m))) : text;
-        return { text: answer, usage: protocol.native.usage(json) };
-      }
-      const res = await adapter.chat(toCanonical(m), d, call);
-      return { text: JSON.stringify(protocol.encode(res, input, pctx(m))), usage: res.usage };
-    });
+        const res = await adapter.chat(toCanonical(m), d, call);
+        return { text: JSON.stringify(protocol.encode(res, input, pctx(m))), usage: res.usage };
+      },
+      trace,
+    );
     routed.done();
-    const routerMs = performance.now() - routerStart;
     run.finish({
       model: routed.model,
       deployment: routed.deployment,
       status: 200,
       usage: routed.value.usage,
+      // Without a stream the first token arrives with the whole answer.
+      ttftMs: performance.now() - ctx.startedAt,
       attempts: routed.attempts,
       stream: false,
     });
     return new Response(routed.value.text, {
       headers: {
         "content-type": "application/json",
-        ...gatewayHeaders(run, routed.model, routed.deployment, routerMs),
+        ...gatewayHeaders(run, routed.model, routed.deployment, trace),
       },
     });
   } catch (e) {
-    throw failed(run, model, e, false);
+    throw failed(run, model, trace, e, false);
   }
 }
 
@@ -446,10 +487,31 @@ async function* canonicalFrames(
 ): AsyncGenerator<Uint8Array> {
   try {
     for await (const ev of events) {
-      if (ev.type === "usage") t.usage = ev.usage;
-      else if (ev.type === "text_delta") t.token(ev.text);
-      else if (ev.type === "tool_call_start") t.token(ev.name);
-      else if (ev.type === "tool_call_delta") t.token(ev.arguments);
+      switch (ev.type) {
+        case "usage":
+          // Counts before the end (Anthropic's message_start, Gemini's running totals) are partial.
+          if (t.finished) t.usage = ev.usage;
+          else t.partialUsage = ev.usage;
+          break;
+        case "finish":
+          t.finished = true;
+          break;
+        case "text_delta":
+          t.token(ev.text);
+          break;
+        case "thinking_delta":
+          // Reasoning is output too: billed if the stream is cut, and the first sign of an answer.
+          if (ev.text) t.token(ev.text);
+          break;
+        case "tool_call_start":
+          t.token(ev.name);
+          break;
+        case "tool_call_delta":
+          t.token(ev.arguments);
+          break;
+        default:
+          break;
+      }
       for (const f of encoder.encode(ev)) yield f;
     }
     for (const f of encoder.end()) yield f;
@@ -474,62 +536,80 @@ async function streamInference<B>(
   pctx: (m: ServedModel) => ProtocolContext,
 ): Promise<Response> {
   const ctx = run.ctx;
+  // The client going away, or the upstream going silent mid-stream, aborts the upstream call; only
+  // the first means nobody is left to read an error frame.
   const cancel = new AbortController();
-  const signal = AbortSignal.any([ctx.signal, cancel.signal]);
+  const idle = new AbortController();
+  const clientGone = AbortSignal.any([ctx.signal, cancel.signal]);
+  const signal = AbortSignal.any([clientGone, idle.signal]);
   const tracker = new Tracker(ctx.startedAt);
-  const routerStart = performance.now();
+  const trace = newTrace();
   let routed: Awaited<ReturnType<Router["run"]>> & { value: Started };
   try {
-    routed = await deps.router.run<Started>(model, signal, async (m, d, s) => {
-      const adapter = deps.adapters.get(d.provider) as ProviderAdapter;
-      const call = callContext(deps, m, s);
-      const forwarded =
-        nativeWanted(protocol, m) &&
-        adapter.passthrough?.(protocol.name, protocol.native.body(input, true), d, call, true);
-      if (forwarded) {
-        const res = await forwarded;
-        if (!res.body) throw new UpstreamError("protocol", `${d.provider} returned an empty stream`, { status: 502 });
-        return { kind: "native", body: res.body };
-      }
-      return { kind: "events", events: await adapter.chatStream(toCanonical(m), d, call) };
-    });
+    routed = await deps.router.run<Started>(
+      model,
+      signal,
+      async (m, d, s) => {
+        const adapter = deps.adapters.get(d.provider) as ProviderAdapter;
+        const call = callContext(deps, m, s, trace);
+        const forwarded =
+          nativeWanted(protocol, m) &&
+          adapter.passthrough?.(protocol.name, protocol.native.body(input, true), d, call, true);
+        if (forwarded) {
+          const res = await forwarded;
+          if (!res.body) throw new UpstreamError("protocol", `${d.provider} returned an empty stream`, { status: 502 });
+          return { kind: "native", body: res.body };
+        }
+        return { kind: "events", events: await adapter.chatStream(toCanonical(m), d, call) };
+      },
+      trace,
+    );
   } catch (e) {
-    throw failed(run, model, e, true);
+    throw failed(run, model, trace, e, true);
   }
   routed.done();
-  const routerMs = performance.now() - routerStart;
   const { deployment } = routed;
   const started = routed.value;
   const frames =
     started.kind === "native" && protocol.native
-      ? protocol.native.frames(started.body, input, tracker, deployment.provider, signal, pctx(routed.model))
+      ? protocol.native.frames(started.body, input, tracker, deployment.provider, clientGone, pctx(routed.model))
       : canonicalFrames(
           (started as Extract<Started, { kind: "events" }>).events,
           protocol.encoder(input, pctx(routed.model)),
           tracker,
           deployment.provider,
-          signal,
+          clientGone,
         );
 
+  let silent = false;
+  const onIdle = () => {
+    silent = true;
+    // Reads of the upstream body fail with this reason: the client gets a 504 error frame.
+    idle.abort(
+      new UpstreamError("timeout", `${deployment.provider} sent nothing for ${routed.streamIdleMs / 1000} s`, {
+        status: 504,
+      }),
+    );
+  };
   const finish = (outcome: StreamOutcome) => {
-    let usage = tracker.usage;
-    let usageEstimated = false;
-    if (!usage) {
-      // Cut off before the upstream reported usage: bill what was produced, by estimate.
-      usage = {
-        ...emptyUsage(),
-        inputTokens: promptTokensOrZero(() => toCanonical(routed.model)),
-        outputTokens: countTokens(tracker.text),
-      };
-      usageEstimated = true;
+    const complete = outcome === "complete" && !tracker.failed && !silent;
+    const { usage, estimated } = tracker.billed(complete, () => promptTokensOrZero(() => toCanonical(routed.model)));
+    let status = tracker.failed?.status ?? 200;
+    let errorCode = tracker.failed?.code ?? null;
+    if (silent) {
+      status = 504;
+      errorCode = "upstream_timeout";
+    } else if (outcome === "cancelled") {
+      status = 499;
+      errorCode = "client_closed_request";
     }
     run.finish({
       model: routed.model,
       deployment,
-      status: outcome === "cancelled" ? 499 : (tracker.failed?.status ?? 200),
-      errorCode: outcome === "cancelled" ? "client_closed_request" : (tracker.failed?.code ?? null),
+      status,
+      errorCode,
       usage,
-      usageEstimated,
+      usageEstimated: estimated,
       ...(tracker.ttftMs !== undefined ? { ttftMs: tracker.ttftMs } : {}),
       attempts: routed.attempts,
       stream: true,
@@ -537,10 +617,12 @@ async function streamInference<B>(
   };
   const body = sseBody(frames, {
     heartbeatMs: deps.heartbeatMs,
+    idleMs: routed.streamIdleMs,
+    onIdle,
     onCancel: () => cancel.abort(new DOMException("client disconnected", "AbortError")),
     onEnd: finish,
   });
   return new Response(body, {
-    headers: { ...SSE_HEADERS, ...gatewayHeaders(run, routed.model, deployment, routerMs) },
+    headers: { ...SSE_HEADERS, ...gatewayHeaders(run, routed.model, deployment, trace) },
   });
 }

@@ -28,7 +28,13 @@ export interface StreamEncoder {
 
 /** Follows a stream for billing: usage when the upstream reports it, else the text for an estimate. */
 export interface StreamTracker {
+  /** The upstream's final count for the whole answer. */
   usage: Usage | undefined;
+  /**
+   * Counts reported before the end (input at the start, running totals): kept for a stream cut off
+   * before its final count, whose output is then billed by estimate (at least this output count).
+   */
+  partialUsage?: Usage | undefined;
   failed: GatewayError | undefined;
   /** Records produced text (and the time of the first token). */
   token(text: string): void;

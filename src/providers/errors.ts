@@ -2,6 +2,8 @@
  * Upstream failures, classified once so the router knows what to retry and the client gets a
  * faithful status without ever seeing a provider credential.
  */
+import type { UpstreamTiming } from "./types";
+
 export type UpstreamFailureKind = "http" | "timeout" | "connection" | "protocol";
 
 export class UpstreamError extends Error {
@@ -104,17 +106,23 @@ export function scrub(text: string, secrets: (string | undefined)[]): string {
   return out.replace(/\b(sk|pk|AKIA|ASIA|AIza)[-_A-Za-z0-9*]{12,}/g, "***");
 }
 
-/** Wraps fetch: network failures and aborts become UpstreamErrors; the caller handles statuses. */
+/**
+ * Wraps fetch: network failures and aborts become UpstreamErrors; the caller handles statuses. The
+ * wait for the response's headers is added to `ctx.timing` (the gateway's overhead excludes it).
+ */
 export async function upstreamFetch(
   url: string,
   init: RequestInit,
   provider: string,
-  signal: AbortSignal,
+  ctx: { signal: AbortSignal; timing?: UpstreamTiming | undefined },
 ): Promise<Response> {
+  const started = performance.now();
   try {
-    return await fetch(url, { ...init, signal });
+    return await fetch(url, { ...init, signal: ctx.signal });
   } catch (e) {
-    throw fetchFailure(e, provider, signal);
+    throw fetchFailure(e, provider, ctx.signal);
+  } finally {
+    if (ctx.timing) ctx.timing.upstreamMs += performance.now() - started;
   }
 }
 
@@ -143,8 +151,11 @@ export function fetchFailure(
   signal: AbortSignal,
   during: "request" | "body" = "request",
 ): UpstreamError {
+  if (e instanceof UpstreamError) return e;
   if (signal.aborted) {
     const reason: unknown = signal.reason;
+    // The gateway's own reasons (a stream that went silent) say what happened.
+    if (reason instanceof UpstreamError) return reason;
     if (reason instanceof DOMException && reason.name === "TimeoutError") {
       return new UpstreamError("timeout", `${provider} did not answer in time`, { status: 504 });
     }

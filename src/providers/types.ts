@@ -29,9 +29,18 @@ export interface Deployment {
   apiBase?: string;
   apiKey?: string;
   headers?: Record<string, string>;
+  /** Until the upstream answers (a stream: until its headers): the deployment's, else its model's, else its provider's. */
   timeoutMs?: number;
+  /** How long a started stream may go without a byte from the upstream (same precedence). */
+  streamIdleTimeoutMs?: number;
+  /** Requests and tokens per minute the router sends this deployment (counted per gateway instance). */
   rpm?: number;
   tpm?: number;
+}
+
+/** Time spent waiting for upstream responses, summed over a request's attempts (for the overhead header). */
+export interface UpstreamTiming {
+  upstreamMs: number;
 }
 
 export interface CallContext {
@@ -47,6 +56,8 @@ export interface CallContext {
    * OpenAI-family adapters call `/responses` instead of chat completions; others ignore it.
    */
   responsesApi?: boolean;
+  /** Where upstream calls add the time from sending the request to the response's headers. */
+  timing?: UpstreamTiming;
 }
 
 /** Public protocols an adapter may speak natively, so a client's body can be forwarded as-is. */

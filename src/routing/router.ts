@@ -1,14 +1,15 @@
 /**
  * Picks deployments and survives their failures: weighted choice among healthy deployments,
  * retries with exponential backoff (honouring retry-after), cooldown of deployments that keep
- * failing, fallbacks to other models, and a timeout per attempt. Streams are retried only until
- * the upstream accepted the call, never after the client saw a byte.
+ * failing, fallbacks to other models, a timeout per attempt, and deployments' own rpm/tpm. Streams
+ * are retried only until the upstream accepted the call, never after the client saw a byte.
  */
 import type { ServedModel } from "../catalog/catalog";
 import { GatewayError } from "../http/errors";
 import type { Logger } from "../log";
 import { UpstreamError } from "../providers/errors";
 import type { Deployment } from "../providers/types";
+import { DeploymentLimits } from "./deployment-limits";
 
 export interface RouterOptions {
   numRetries: number;
@@ -17,6 +18,8 @@ export interface RouterOptions {
   allowedFails: number;
   cooldownMs: number;
   timeoutMs: number;
+  /** Silence allowed on a started stream; absent: the attempt's timeout. */
+  streamIdleTimeoutMs?: number;
 }
 
 export const ROUTER_DEFAULTS: RouterOptions = {
@@ -36,8 +39,20 @@ export interface Routed<T> {
   model: ServedModel;
   deployment: Deployment;
   attempts: number;
+  /** How long the started stream may go silent before it is ended (the deployment's setting). */
+  streamIdleMs: number;
   /** Stops the attempt's timeout (call once a stream has started); client disconnects still abort. */
   done(): void;
+}
+
+/** What the router did for one request, filled in as it goes, so a failed request can be logged too. */
+export interface RouteTrace {
+  attempts: number;
+  /** The model and deployment of the latest attempt. */
+  model?: ServedModel;
+  deployment?: Deployment;
+  /** Time spent waiting between attempts (backoff, retry-after). */
+  waitedMs: number;
 }
 
 interface Health {
@@ -45,8 +60,12 @@ interface Health {
   coolUntil: number;
 }
 
+/** Beyond this many health records, the ones not cooling down are dropped (wildcard names come and go). */
+const HEALTH_PRUNE_AT = 4096;
+
 export class Router {
   private readonly health = new Map<string, Health>();
+  private readonly limits = new DeploymentLimits();
 
   constructor(
     private readonly resolveModel: (name: string) => ServedModel | undefined,
@@ -59,17 +78,20 @@ export class Router {
 
   /**
    * Runs `attempt` against the model's deployments, then its fallbacks, until one succeeds.
-   * The timeout covers each attempt until it resolves; for a stream the caller keeps reading after.
+   * The timeout covers each attempt until it resolves; for a stream the caller keeps reading after
+   * (and ends it after `streamIdleMs` of upstream silence). `trace` follows the attempts.
    */
   async run<T>(
     model: ServedModel,
     clientSignal: AbortSignal,
     attempt: Attempt<T>,
-    timeoutMs?: number,
+    trace: RouteTrace = { attempts: 0, waitedMs: 0 },
   ): Promise<Routed<T>> {
     const chain = [model, ...model.fallbacks.map((f) => this.resolveModel(f)).filter((m): m is ServedModel => !!m)];
     let lastError: unknown;
     let attempts = 0;
+    // Until a deployment at its rpm/tpm takes requests again (the shortest such wait seen).
+    let limitedMs = Number.POSITIVE_INFINITY;
     for (let c = 0; c < chain.length; c++) {
       const current = chain[c] as ServedModel;
       const isLastModel = c === chain.length - 1;
@@ -77,16 +99,27 @@ export class Router {
       const tried = new Set<string>();
       for (let t = 0; t < tries; t++) {
         if (clientSignal.aborted) throw clientGone();
-        const deployment = this.pick(current, tried, isLastModel);
-        if (!deployment) break;
+        const now = this.now();
+        const deployment = this.pick(current, tried, isLastModel, now);
+        if (!deployment) {
+          limitedMs = Math.min(limitedMs, this.limitedFor(current, now));
+          break;
+        }
         tried.add(deployment.id);
+        this.limits.request(deployment, now);
         attempts++;
-        const ms = deployment.timeoutMs ?? current.timeoutMs ?? timeoutMs ?? this.opts.timeoutMs;
+        trace.attempts = attempts;
+        trace.model = current;
+        trace.deployment = deployment;
+        // The most specific timeout wins; the catalog folded provider and model settings into the deployment.
+        const ms = deployment.timeoutMs ?? current.timeoutMs ?? this.opts.timeoutMs;
         const { signal, clear } = attemptSignal(clientSignal, ms);
         try {
           const value = await attempt(current, deployment, signal);
           this.succeeded(deployment);
-          return { value, model: current, deployment, attempts, done: clear };
+          const streamIdleMs =
+            deployment.streamIdleTimeoutMs ?? current.streamIdleTimeoutMs ?? this.opts.streamIdleTimeoutMs ?? ms;
+          return { value, model: current, deployment, attempts, streamIdleMs, done: clear };
         } catch (e) {
           clear();
           lastError = e;
@@ -108,35 +141,63 @@ export class Router {
           const elsewhere = this.hasHealthyUntried(current, tried);
           const wait = elsewhere ? this.backoff(t) : Math.max(this.backoff(t), e.retryAfterMs ?? 0);
           if (wait > this.opts.maxRetryWaitMs) break;
+          trace.waitedMs += wait;
           await this.sleep(wait, clientSignal);
         }
       }
     }
     if (lastError instanceof UpstreamError) throw toClientError(lastError);
     if (lastError) throw lastError;
+    if (limitedMs < Number.POSITIVE_INFINITY) {
+      throw new GatewayError(429, `Every deployment of '${model.name}' is at its requests or tokens per minute limit`, {
+        code: "deployment_rate_limited",
+        type: "rate_limit_error",
+        headers: { "retry-after": String(Math.max(1, Math.ceil(limitedMs / 1000))) },
+      });
+    }
     throw new GatewayError(503, `No deployment of '${model.name}' is available right now`, {
       code: "no_deployment_available",
       type: "service_unavailable",
     });
   }
 
-  /** Weighted random among healthy deployments not yet tried; cooled-down ones only as a last resort. */
-  private pick(model: ServedModel, tried: Set<string>, lastResort: boolean): Deployment | undefined {
-    const now = this.now();
-    const healthy = model.deployments.filter((d) => (this.health.get(d.id)?.coolUntil ?? 0) <= now);
+  /** Counts the tokens a finished call used against its deployment's tpm (nothing to do without one). */
+  recordTokens(d: Deployment, tokens: number): void {
+    if (d.tpm !== undefined) this.limits.tokens(d, tokens, this.now());
+  }
+
+  /**
+   * Weighted random among healthy deployments not yet tried; cooled-down ones only as a last
+   * resort. Deployments that used up their rpm/tpm this minute are never picked.
+   */
+  private pick(model: ServedModel, tried: Set<string>, lastResort: boolean, now: number): Deployment | undefined {
+    const open = (d: Deployment) => this.limits.blockedFor(d, now) === 0;
+    const healthy = model.deployments.filter((d) => (this.health.get(d.id)?.coolUntil ?? 0) <= now && open(d));
     const fresh = healthy.filter((d) => !tried.has(d.id));
     const pool = fresh.length ? fresh : healthy;
     if (pool.length) return this.weighted(pool);
     if (!lastResort) return undefined;
     // Everything is cooling down and there is nowhere else to go: try the one that recovers first.
-    return [...model.deployments].sort(
-      (a, b) => (this.health.get(a.id)?.coolUntil ?? 0) - (this.health.get(b.id)?.coolUntil ?? 0),
-    )[0];
+    return model.deployments
+      .filter(open)
+      .sort((a, b) => (this.health.get(a.id)?.coolUntil ?? 0) - (this.health.get(b.id)?.coolUntil ?? 0))[0];
+  }
+
+  /** ms until one of the model's deployments that is at its rpm/tpm takes requests again (Infinity: none is). */
+  private limitedFor(model: ServedModel, now: number): number {
+    let ms = Number.POSITIVE_INFINITY;
+    for (const d of model.deployments) {
+      const blocked = this.limits.blockedFor(d, now);
+      if (blocked > 0 && blocked < ms) ms = blocked;
+    }
+    return ms;
   }
 
   private hasHealthyUntried(model: ServedModel, tried: Set<string>): boolean {
     const now = this.now();
-    return model.deployments.some((d) => !tried.has(d.id) && (this.health.get(d.id)?.coolUntil ?? 0) <= now);
+    return model.deployments.some(
+      (d) => !tried.has(d.id) && (this.health.get(d.id)?.coolUntil ?? 0) <= now && this.limits.blockedFor(d, now) === 0,
+    );
   }
 
   private weighted(pool: Deployment[]): Deployment {
@@ -166,6 +227,10 @@ export class Router {
       h.coolUntil = this.now() + Math.max(this.opts.cooldownMs, rateLimited ? (e.retryAfterMs ?? 0) : 0);
       h.consecutiveFails = 0;
       this.log.warn("deployment cooled down", { deployment: d.id, until: new Date(h.coolUntil).toISOString() });
+    }
+    if (!this.health.has(d.id) && this.health.size >= HEALTH_PRUNE_AT) {
+      const now = this.now();
+      for (const [id, x] of this.health) if (x.coolUntil <= now) this.health.delete(id);
     }
     this.health.set(d.id, h);
   }

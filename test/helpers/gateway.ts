@@ -68,6 +68,8 @@ export interface GatewayOptions {
   redis?: Redis;
   /** Replaces the router's backoff sleeps (tests of retries need not wait). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /** The router's clock (cooldowns, deployments' rpm/tpm minutes). */
+  routerNow?: () => number;
 }
 
 export async function startGateway(backend: Backend, opts: GatewayOptions = {}): Promise<TestGateway> {
@@ -95,6 +97,7 @@ export async function startGateway(backend: Backend, opts: GatewayOptions = {}):
     {
       ledger: { batchSize: 100, flushIntervalMs: 5, maxBuffered: 100_000 },
       ...(opts.sleep ? { sleep: opts.sleep } : {}),
+      ...(opts.routerNow ? { routerNow: opts.routerNow } : {}),
       ...(opts.redis ? { redis: opts.redis } : {}),
     },
   );

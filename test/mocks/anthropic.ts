@@ -75,8 +75,12 @@ export function anthropicMessage(
   );
 }
 
-/** A streamed message of text deltas with given usage: input counts in message_start, output at the end. */
-export function anthropicTextStream(deltas: string[], usage: MockUsage, delayMs = 0) {
+/**
+ * A streamed message of text deltas with given usage: input counts in message_start, output at the
+ * end. `thinking` deltas, when given, come first in a thinking block.
+ */
+export function anthropicTextStream(deltas: string[], usage: MockUsage, delayMs = 0, thinking: string[] = []) {
+  const text = thinking.length ? 1 : 0;
   const id = `msg_${crypto.randomUUID().replaceAll("-", "").slice(0, 24)}`;
   const ev = (type: string, data: Record<string, unknown>) =>
     `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
@@ -94,10 +98,20 @@ export function anthropicTextStream(deltas: string[], usage: MockUsage, delayMs 
           usage: { ...usageWire(usage), output_tokens: 1 },
         },
       }),
-      ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+      ...(thinking.length
+        ? [
+            ev("content_block_start", { index: 0, content_block: { type: "thinking", thinking: "" } }),
+            ...thinking.map((t) =>
+              ev("content_block_delta", { index: 0, delta: { type: "thinking_delta", thinking: t } }),
+            ),
+            ev("content_block_delta", { index: 0, delta: { type: "signature_delta", signature: "EqQBCgIYAhIM" } }),
+            ev("content_block_stop", { index: 0 }),
+          ]
+        : []),
+      ev("content_block_start", { index: text, content_block: { type: "text", text: "" } }),
       ev("ping", {}),
-      ...deltas.map((text) => ev("content_block_delta", { index: 0, delta: { type: "text_delta", text } })),
-      ev("content_block_stop", { index: 0 }),
+      ...deltas.map((t) => ev("content_block_delta", { index: text, delta: { type: "text_delta", text: t } })),
+      ev("content_block_stop", { index: text }),
       ev("message_delta", {
         delta: { stop_reason: "end_turn", stop_sequence: null },
         usage: { output_tokens: usage.output },

@@ -29,7 +29,7 @@ export const openaiError = (status: number, message: string, type: string, heade
 /** A completion with given text and usage (for cost arithmetic in tests). */
 export function openaiCompletion(
   text: string,
-  usage: { prompt: number; completion: number; cached?: number; reasoning?: number },
+  usage: { prompt: number; completion: number; cached?: number; cacheWrite?: number; reasoning?: number },
   model = "gpt-4o-mini-2024-07-18",
 ) {
   return Response.json({
@@ -44,7 +44,10 @@ export function openaiCompletion(
       prompt_tokens: usage.prompt,
       completion_tokens: usage.completion,
       total_tokens: usage.prompt + usage.completion,
-      prompt_tokens_details: { cached_tokens: usage.cached ?? 0 },
+      prompt_tokens_details: {
+        cached_tokens: usage.cached ?? 0,
+        ...(usage.cacheWrite !== undefined ? { cache_write_tokens: usage.cacheWrite } : {}),
+      },
       completion_tokens_details: { reasoning_tokens: usage.reasoning ?? 0 },
     },
     system_fingerprint: "fp_test",

@@ -62,16 +62,22 @@ export function startMockUpstream(defaultHandler?: MockHandler): MockUpstream {
         const res = await handler(rec, raw);
         if (res.body) {
           const reader = res.body.getReader();
+          // Closed once, whichever comes first: the end, or the client going away (which also
+          // ends a read that is still pending).
+          let closed = false;
           const tracked = new ReadableStream<Uint8Array>({
             async pull(c) {
               const { done, value } = await reader.read();
+              if (closed) return;
               if (done) {
+                closed = true;
                 open--;
                 c.close();
               } else c.enqueue(value);
             },
             cancel() {
-              open--;
+              if (!closed) open--;
+              closed = true;
               void reader.cancel();
             },
           });

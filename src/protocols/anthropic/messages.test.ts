@@ -689,8 +689,9 @@ describe("native forwarding", () => {
       outputTokens: 96,
       reasoningTokens: 0,
     });
+    // Tool names are output too, as on the translated path.
     expect(t.text).toBe(
-      `I'll check the weather in both cities.{"city": "Lisbon"}{"city": "Porto", "units": "celsius"}`,
+      `I'll check the weather in both cities.get_weather{"city": "Lisbon"}get_weather{"city": "Porto", "units": "celsius"}`,
     );
     expect(t.failed).toBeUndefined();
 

@@ -3,7 +3,7 @@
 import { GatewayError } from "../../http/errors";
 import { readSse, sseFrame } from "../../http/sse";
 import { validator } from "../../http/validate";
-import { UpstreamError } from "../../providers/errors";
+import { fetchFailure, UpstreamError } from "../../providers/errors";
 import { toClientError } from "../../routing/router";
 import type { Protocol, StreamTracker } from "../protocol";
 import { decodeMessagesRequest } from "./decode";
@@ -42,18 +42,14 @@ function upstreamStreamError(type: string, message: string, provider: string): G
 
 function failure(e: unknown, provider: string, signal: AbortSignal): GatewayError {
   if (e instanceof GatewayError) return e;
-  if (e instanceof UpstreamError) return toClientError(e);
-  return new GatewayError(502, signal.aborted ? "stream aborted" : `${provider} stream failed`, {
-    code: "upstream_error",
-    type: "server_error",
-  });
+  return toClientError(e instanceof UpstreamError ? e : fetchFailure(e, provider, signal));
 }
 
 /**
  * The upstream's frames go to the client unchanged, with their event names. Usage is taken from
- * message_start (input and cache counts) and message_delta (cumulative output; newer API versions
- * repeat the input counts there) and set on the tracker once the message is finished, so a stream
- * cut off earlier is billed by estimate rather than with an output count of 1.
+ * message_start (input and cache counts: partial) and message_delta (cumulative output; newer API
+ * versions repeat the input counts there: final), so a stream cut off before message_delta keeps
+ * its input counts but has its output estimated rather than billed as message_start's 1.
  */
 async function* forwardEvents(
   upstream: ReadableStream<Uint8Array>,
@@ -76,10 +72,13 @@ async function* forwardEvents(
       switch (ev.type) {
         case "message_start":
           counts = { ...ev.message?.usage };
+          t.partialUsage = usageFromAnthropic({ input_tokens: 0, output_tokens: 0, ...counts });
           break;
         case "content_block_start": {
           const b = ev.content_block;
           if (b?.type === "text" && b.text) t.token(b.text);
+          else if (b?.type === "thinking" && b.thinking) t.token(b.thinking);
+          else if (b?.type === "tool_use") t.token(b.name);
           break;
         }
         case "content_block_delta": {

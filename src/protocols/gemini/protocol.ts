@@ -44,8 +44,9 @@ function failure(e: unknown, provider: string, signal: AbortSignal): GatewayErro
 
 /**
  * A Gemini upstream's frames go to the client unchanged. Usage comes from usageMetadata (each frame
- * carries the totals so far: the last wins); text and calls are recorded for an estimate should the
- * stream be cut first. An error frame from the upstream is passed on and ends the stream.
+ * carries the totals so far: the last wins, final with the finish reason); text and calls are
+ * recorded for an estimate should the stream be cut first. An error frame from the upstream is
+ * passed on and ends the stream.
  */
 async function* forwardFrames(
   upstream: ReadableStream<Uint8Array>,
@@ -74,7 +75,12 @@ async function* forwardFrames(
         yield sseFrame(ev.data);
         return;
       }
-      if (chunk.usageMetadata) t.usage = usageFromGemini(chunk.usageMetadata);
+      // Every frame carries the totals so far; they are final once the answer has a finish reason.
+      if (chunk.usageMetadata) {
+        const u = usageFromGemini(chunk.usageMetadata);
+        if (chunk.candidates?.some((c) => c.finishReason)) t.usage = u;
+        else t.partialUsage = u;
+      }
       for (const c of chunk.candidates ?? []) {
         for (const p of c.content?.parts ?? []) {
           if (typeof p.text === "string" && p.text !== "") t.token(p.text);

@@ -2,7 +2,8 @@
 import { GatewayError } from "../../http/errors";
 import { readSse, sseFrame } from "../../http/sse";
 import { validator } from "../../http/validate";
-import { UpstreamError } from "../../providers/errors";
+import { fetchFailure, UpstreamError } from "../../providers/errors";
+import { toClientError } from "../../routing/router";
 import type { Protocol, StreamTracker } from "../protocol";
 import { decodeChatRequest } from "./decode";
 import { encodeChatResponse } from "./encode";
@@ -16,7 +17,8 @@ const DONE = new TextEncoder().encode("data: [DONE]\n\n");
 
 /**
  * An OpenAI-type upstream's chunks go to the client unchanged, except the usage chunk the gateway
- * forced on (dropped when the client did not ask for it). Usage and text are recorded on the way.
+ * forced on (dropped when the client did not ask for it). Usage and the text, reasoning and tool
+ * calls produced are recorded on the way (for an estimate should the stream be cut first).
  */
 async function* forwardChunks(
   upstream: ReadableStream<Uint8Array>,
@@ -43,8 +45,16 @@ async function* forwardChunks(
         yield sseFrame(ev.data);
         return;
       }
-      if (chunk.usage) t.usage = usageFromOpenAI(chunk.usage);
+      if (chunk.usage) {
+        // OpenAI sends usage once, in a last chunk without choices; servers that report running
+        // totals on content chunks (vLLM's continuous usage) are final only with the finish reason.
+        const u = usageFromOpenAI(chunk.usage);
+        if (chunk.choices?.some((c) => !c.finish_reason)) t.partialUsage = u;
+        else t.usage = u;
+      }
       for (const c of chunk.choices ?? []) {
+        const reasoning = c.delta?.reasoning_content ?? c.delta?.reasoning;
+        if (reasoning) t.token(reasoning);
         if (c.delta?.content) t.token(c.delta.content);
         for (const call of c.delta?.tool_calls ?? [])
           t.token(`${call.function?.name ?? ""}${call.function?.arguments ?? ""}`);
@@ -63,12 +73,7 @@ async function* forwardChunks(
 
 function upstreamFailure(e: unknown, provider: string, signal: AbortSignal): GatewayError {
   if (e instanceof GatewayError) return e;
-  if (e instanceof UpstreamError)
-    return new GatewayError(502, e.message, { code: "upstream_error", type: "server_error" });
-  return new GatewayError(502, signal.aborted ? "stream aborted" : `${provider} stream failed`, {
-    code: "upstream_error",
-    type: "server_error",
-  });
+  return toClientError(e instanceof UpstreamError ? e : fetchFailure(e, provider, signal));
 }
 
 export const openAIChat: Protocol<ChatCompletionRequest> = {

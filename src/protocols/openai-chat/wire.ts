@@ -74,7 +74,11 @@ export interface ChatUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
-  prompt_tokens_details?: { cached_tokens?: number; audio_tokens?: number } | null;
+  /**
+   * `cache_write_tokens`: prompt tokens written to the cache, sent by the models whose cache writes
+   * OpenAI bills (the GPT-6 family, with extended retention); absent elsewhere.
+   */
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number; audio_tokens?: number } | null;
   completion_tokens_details?: { reasoning_tokens?: number; audio_tokens?: number } | null;
 }
 
@@ -166,7 +170,7 @@ export function usageFromOpenAI(u: ChatUsage | null | undefined): Usage {
   return {
     inputTokens: u?.prompt_tokens ?? 0,
     cacheReadTokens: u?.prompt_tokens_details?.cached_tokens ?? 0,
-    cacheWriteTokens: 0,
+    cacheWriteTokens: u?.prompt_tokens_details?.cache_write_tokens ?? 0,
     outputTokens: u?.completion_tokens ?? 0,
     reasoningTokens: u?.completion_tokens_details?.reasoning_tokens ?? 0,
   };
@@ -177,7 +181,10 @@ export function usageToOpenAI(u: Usage): ChatUsage {
     prompt_tokens: u.inputTokens,
     completion_tokens: u.outputTokens,
     total_tokens: u.inputTokens + u.outputTokens,
-    prompt_tokens_details: { cached_tokens: u.cacheReadTokens },
+    prompt_tokens_details: {
+      cached_tokens: u.cacheReadTokens,
+      ...(u.cacheWriteTokens > 0 ? { cache_write_tokens: u.cacheWriteTokens } : {}),
+    },
     completion_tokens_details: { reasoning_tokens: u.reasoningTokens },
   };
 }

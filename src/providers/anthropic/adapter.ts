@@ -41,7 +41,7 @@ export function createAnthropicAdapter(name: string, cfg: ProviderConfig): Provi
       url(d),
       { method: "POST", headers: headers(d), body: JSON.stringify(body) },
       name,
-      ctx.signal,
+      ctx,
     );
     if (!res.ok) throw await upstreamHttpError(res, name, [d.apiKey, cfg.api_key]);
     return res;

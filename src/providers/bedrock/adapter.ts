@@ -9,7 +9,8 @@ import { badRequest } from "../../http/errors";
 import type { CanonicalRequest, CanonicalResponse, StreamEvent } from "../../protocols/canonical";
 import { fetchFailure, UpstreamError, upstreamFetch, upstreamHttpError } from "../errors";
 import type { CallContext, Deployment, ProviderAdapter } from "../types";
-import { toConverseRequest } from "./request";
+import { pathSegment } from "../url";
+import { jsonFormat, toConverseRequest } from "./request";
 import { type ConverseResponse, fromConverse, type ResponseContext } from "./response";
 import { type AwsCredentials, signRequest } from "./sigv4";
 import { converseStreamEvents } from "./stream";
@@ -107,7 +108,7 @@ export function createBedrockAdapter(
     ctx: CallContext,
   ): Promise<Response> => {
     const b = d.apiBase?.replace(/\/+$/, "") ?? base;
-    const url = new URL(`${b}/model/${encodeURIComponent(d.upstreamModel)}/${op}`);
+    const url = new URL(`${b}/model/${pathSegment(d.upstreamModel)}/${op}`);
     const text = JSON.stringify(body);
     const headers: Record<string, string> = { "content-type": "application/json", ...cfg.headers, ...d.headers };
     const a = authOf(d);
@@ -127,7 +128,7 @@ export function createBedrockAdapter(
       });
       Object.assign(headers, signed.headers);
     }
-    const res = await upstreamFetch(url.href, { method: "POST", headers, body: text }, name, ctx.signal);
+    const res = await upstreamFetch(url.href, { method: "POST", headers, body: text }, name, ctx);
     if (!res.ok) {
       const err = await upstreamHttpError(res, name, secrets(d));
       // `x-amzn-errortype: ThrottlingException:http://internal.amazon.com/coral/...`
@@ -157,7 +158,7 @@ export function createBedrockAdapter(
     provider: name,
     id: res.headers.get("x-amzn-requestid") ?? crypto.randomUUID(),
     model: d.upstreamModel,
-    jsonMode: req.responseFormat?.type === "json_schema",
+    jsonMode: jsonFormat(req.responseFormat),
   });
 
   return {

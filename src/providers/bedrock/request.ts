@@ -10,6 +10,7 @@ import {
   type Message,
   parseArguments,
   type ReasoningEffort,
+  type ResponseFormat,
   type TextPart,
 } from "../../protocols/canonical";
 import type { CallContext } from "../types";
@@ -49,8 +50,12 @@ export interface ConverseRequest {
   additionalModelRequestFields?: Record<string, unknown>;
 }
 
-/** The synthetic tool that carries a json_schema answer (Converse has no native JSON mode for every model). */
+/** The synthetic tool that carries a JSON answer (Converse has no native JSON mode for every model). */
 export const JSON_TOOL = "json_output";
+
+/** Whether the answer comes through JSON_TOOL: JSON mode (`json_object`) or a schema (`json_schema`). */
+export const jsonFormat = (f: ResponseFormat | undefined): boolean =>
+  f?.type === "json_schema" || f?.type === "json_object";
 
 /** reasoning_effort -> Anthropic thinking budget (Anthropic's minimum budget is 1024). */
 export const THINKING_BUDGETS: Record<ReasoningEffort, number> = {
@@ -259,13 +264,17 @@ export async function toConverseRequest(
     for (const name of names) tools.push({ toolSpec: { name, inputSchema: { json: { type: "object" } } } });
   }
   const fmt = req.responseFormat;
-  if (fmt?.type === "json_schema") {
+  if (fmt?.type === "json_schema" || fmt?.type === "json_object") {
     // As for Anthropic: a forced tool whose input is the answer (response.ts turns it back into text).
+    // JSON mode without a schema gets an open object schema: any JSON object is an answer.
     tools.push({
       toolSpec: {
         name: JSON_TOOL,
-        description: fmt.description ?? `Respond with the ${fmt.name} object as this tool's input.`,
-        inputSchema: { json: fmt.schema },
+        description:
+          fmt.type === "json_schema"
+            ? (fmt.description ?? `Respond with the ${fmt.name} object as this tool's input.`)
+            : "Respond with the final answer as a JSON object by calling this tool.",
+        inputSchema: { json: fmt.type === "json_schema" ? fmt.schema : { type: "object" } },
       },
     });
     body.toolConfig = { tools, toolChoice: { tool: { name: JSON_TOOL } } };

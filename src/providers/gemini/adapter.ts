@@ -14,16 +14,17 @@ import {
 } from "../dialects/gemini";
 import { UpstreamError, upstreamFetch } from "../errors";
 import type { CallContext, Deployment, NativeProtocol, ProviderAdapter } from "../types";
+import { pathSegment } from "../url";
 
 export const GEMINI_API_BASE = "https://generativelanguage.googleapis.com/v1beta";
 
 /**
  * `models/{model}` for a plain id; ids that already name their collection (`models/…`,
- * `tunedModels/…`) are used as they are. Each path segment is escaped.
+ * `tunedModels/…`) are used as they are. Each path segment is escaped; `.`/`..` segments are a 400.
  */
 export function geminiModelPath(model: string): string {
   const path = /^(models|tunedModels)\//.test(model) ? model : `models/${model}`;
-  return path.split("/").map(encodeURIComponent).join("/");
+  return path.split("/").map(pathSegment).join("/");
 }
 
 export function createGeminiAdapter(name: string, cfg: ProviderConfig): ProviderAdapter {
@@ -46,7 +47,7 @@ export function createGeminiAdapter(name: string, cfg: ProviderConfig): Provider
       url(d, stream),
       { method: "POST", headers: headers(d), body: JSON.stringify(body) },
       name,
-      ctx.signal,
+      ctx,
     );
     if (!res.ok) throw await geminiHttpError(res, name, [d.apiKey, cfg.api_key]);
     return res;

@@ -13,6 +13,7 @@ import type { UpstreamResponse } from "../../protocols/openai-responses/wire";
 import { fromResponsesObject, responsesStreamEvents, toResponsesBody } from "../dialects/openai-responses";
 import { readUpstreamJson, UpstreamError, upstreamFetch, upstreamHttpError } from "../errors";
 import type { CallContext, Deployment, NativeProtocol, ProviderAdapter } from "../types";
+import { pathSegment } from "../url";
 import { type MaxTokensField, toChatRequest } from "./request";
 import { fromChatCompletion } from "./response";
 import { chatChunkEvents } from "./stream";
@@ -50,7 +51,7 @@ export function createOpenAIAdapter(name: string, type: OpenAIFamily, cfg: Provi
     const version = encodeURIComponent(cfg.api_version as string);
     if (azureV1) return `${b}/openai/v1/${api}${cfg.api_version === "preview" ? "?api-version=preview" : ""}`;
     if (api === "responses") return `${b}/openai/responses?api-version=${version}`;
-    return `${b}/openai/deployments/${encodeURIComponent(d.upstreamModel)}/chat/completions?api-version=${version}`;
+    return `${b}/openai/deployments/${pathSegment(d.upstreamModel)}/chat/completions?api-version=${version}`;
   };
   const headers = (d: Deployment): Record<string, string> => {
     const key = d.apiKey ?? cfg.api_key;
@@ -68,7 +69,7 @@ export function createOpenAIAdapter(name: string, type: OpenAIFamily, cfg: Provi
       target,
       { method: "POST", headers: headers(d), body: JSON.stringify(body) },
       name,
-      ctx.signal,
+      ctx,
     );
     if (!res.ok) throw await upstreamHttpError(res, name, secrets(d));
     return res;

@@ -27,6 +27,7 @@ import {
 } from "../dialects/gemini";
 import { fetchFailure, scrub, UpstreamError, upstreamFetch } from "../errors";
 import type { CallContext, Deployment, NativeProtocol, ProviderAdapter } from "../types";
+import { pathSegment } from "../url";
 
 export const VERTEX_DEFAULT_LOCATION = "us-central1";
 export const CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform";
@@ -287,8 +288,8 @@ async function inlineImageUrls(req: CanonicalRequest, ctx: CallContext): Promise
 /** Claude models are served by Anthropic's publisher with the Messages body; the rest are Gemini. */
 export const isClaudeModel = (model: string): boolean => model.toLowerCase().startsWith("claude");
 
-/** Path segments escaped, but `@` (Claude versions) kept as Google documents it. */
-const segment = (s: string): string => encodeURIComponent(s).replace(/%40/g, "@");
+/** Path segments escaped (`.`/`..` refused), but `@` (Claude versions) kept as Google documents it. */
+const segment = (s: string): string => pathSegment(s).replace(/%40/g, "@");
 
 export interface VertexOptions {
   /** The clock for token expiry (tests). */
@@ -331,7 +332,7 @@ export function createVertexAdapter(name: string, cfg: ProviderConfig, opts: Ver
       ...d.headers,
       authorization: `Bearer ${token}`,
     };
-    const res = await upstreamFetch(target, { method: "POST", headers, body: JSON.stringify(body) }, name, ctx.signal);
+    const res = await upstreamFetch(target, { method: "POST", headers, body: JSON.stringify(body) }, name, ctx);
     if (!res.ok) {
       if (res.status === 401) tokens.invalidate(token);
       throw await geminiHttpError(res, name, [token, account.private_key, d.apiKey, cfg.api_key]);
