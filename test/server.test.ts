@@ -141,6 +141,37 @@ describe("embedded mode (no DATABASE_URL)", () => {
   });
 });
 
+describe("a port already in use", () => {
+  // Two embedded-database starts in a row: slow on a busy machine.
+  test("a second instance on a taken port exits 1 saying so, and the first keeps serving", async () => {
+    const first = await spawnGateway(
+      { GATEWAY_DATA_DIR: tempDir(), GATEWAY_MASTER_KEY: "sk-first-master-key-0123456789" },
+      120_000,
+    );
+    running.push(first);
+    const second = await runGatewayToExit(
+      {
+        GATEWAY_DATA_DIR: tempDir(),
+        GATEWAY_MASTER_KEY: "sk-second-master-key-0123456789",
+        PORT: String(first.port),
+      },
+      120_000,
+    );
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain(`PORT ${first.port} is already in use`);
+    expect(second.stdout).not.toContain("gateway listening");
+    expect(second.stdout + second.stderr).not.toMatch(/\bat .+:\d+:\d+/);
+    // every connection still reaches the first instance
+    for (let i = 0; i < 5; i++) {
+      const r = await fetch(`${first.url}/team/list`, {
+        headers: { authorization: "Bearer sk-first-master-key-0123456789" },
+      });
+      expect(r.status).toBe(200);
+    }
+    expect(await first.stop()).toBe(0);
+  }, 300_000);
+});
+
 describe("invalid configuration fails at start, naming the field", () => {
   const cases: Array<[string, Record<string, string>, string]> = [
     ["PORT", { PORT: "not-a-port" }, "PORT"],
