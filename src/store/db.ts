@@ -125,3 +125,26 @@ export function pgConstraint(err: unknown): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * What may be logged about a failure. A failed query's message carries the query's parameters
+ * (drizzle: "Failed query: ... params: ..."), and Postgres messages can quote values too: both are
+ * request data (aliases, metadata). For database errors only the SQLSTATE code and constraint are
+ * kept; other errors keep their name and message.
+ */
+export function loggableError(err: unknown): string {
+  const code = pgErrorCode(err);
+  if (code !== undefined) {
+    const constraint = pgConstraint(err);
+    return `database error ${code}${constraint ? ` (constraint ${constraint})` : ""}`;
+  }
+  // drizzle's wrapper: its message holds the parameters; what went wrong is in its cause.
+  let cur: unknown = err;
+  let wrapped = false;
+  for (let depth = 0; depth < 5 && cur instanceof Error && "query" in cur && "params" in cur; depth++) {
+    cur = cur.cause;
+    wrapped = true;
+  }
+  const text = cur instanceof Error ? `${cur.name}: ${cur.message}` : String(cur);
+  return wrapped ? `database query failed${cur instanceof Error ? `: ${text}` : ""}` : text;
+}
