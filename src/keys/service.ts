@@ -6,7 +6,7 @@ import { and, desc, eq, inArray, type SQL } from "drizzle-orm";
 import type { Invalidator, KeyChange, Principal } from "../auth/authenticator";
 import { requireKeyManager, requireSameTeam } from "../auth/permissions";
 import { badRequest, conflict, forbidden, notFound } from "../http/errors";
-import { type Db, isUniqueViolation } from "../store/db";
+import { type Db, isForeignKeyViolation, isUniqueViolation } from "../store/db";
 import { listPage } from "../store/paging";
 import { apiKeys, type KeyRow, type TeamRow, teams } from "../store/schema";
 import { addDuration } from "../util/duration";
@@ -132,6 +132,8 @@ function assertWithinTeam(p: Principal, team: TeamRow, s: KeySettings): void {
   }
 }
 
+const teamNotFound = (teamId: string) => badRequest(`Team '${teamId}' does not exist`, "team_id", "team_not_found");
+
 function aliasTaken(alias: string | null | undefined) {
   return conflict(`key_alias '${alias}' is already used by another key`, "key_alias", "key_alias_exists");
 }
@@ -140,7 +142,7 @@ export async function generateKey(deps: KeyDeps, p: Principal, input: CreateKey)
   requireKeyManager(p, "POST /key/generate");
   requireSameTeam(p, input.team_id, "POST /key/generate");
   const team = await findTeam(deps.db, input.team_id);
-  if (!team) throw badRequest(`Team '${input.team_id}' does not exist`, "team_id", "team_not_found");
+  if (!team) throw teamNotFound(input.team_id);
   const keyType = input.key_type ?? "llm_api";
   if (keyType === "management" && input.user_id) {
     throw badRequest("A management key belongs to its team and cannot have a user_id", "user_id");
@@ -166,6 +168,8 @@ export async function generateKey(deps: KeyDeps, p: Principal, input: CreateKey)
     [inserted] = await deps.db.insert(apiKeys).values(row).returning();
   } catch (e) {
     if (isUniqueViolation(e)) throw aliasTaken(input.key_alias);
+    // The team was deleted between the check above and the insert.
+    if (isForeignKeyViolation(e)) throw teamNotFound(input.team_id);
     throw e;
   }
   if (!inserted) throw new Error("insert returned no row");

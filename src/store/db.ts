@@ -113,6 +113,16 @@ export function isUniqueViolation(err: unknown): boolean {
   return pgErrorCode(err) === "23505";
 }
 
+/**
+ * A foreign key was violated: a row refers to one that does not exist (any more), e.g. a key whose
+ * team was just deleted, or a deleted row is still referred to. ON DELETE RESTRICT reports the
+ * latter as 23001 (restrict_violation) on some Postgres versions (PGlite's 17), 23503 on others (15).
+ */
+export function isForeignKeyViolation(err: unknown): boolean {
+  const code = pgErrorCode(err);
+  return code === "23503" || code === "23001";
+}
+
 /** The constraint a failed query ran into, when the driver says. */
 export function pgConstraint(err: unknown): string | undefined {
   let cur: unknown = err;

@@ -4,7 +4,7 @@ import type { Invalidator, Principal } from "../auth/authenticator";
 import { requireMaster } from "../auth/permissions";
 import { conflict, notFound } from "../http/errors";
 import { deletedKey } from "../keys/service";
-import { type Db, isUniqueViolation } from "../store/db";
+import { type Db, isForeignKeyViolation, isUniqueViolation } from "../store/db";
 import { listPage } from "../store/paging";
 import { apiKeys, type TeamRow, teams } from "../store/schema";
 import { budgetWindow, pickSent } from "../util/patch";
@@ -35,6 +35,9 @@ function settingsPatch(s: TeamSettings, now: Date): TeamPatch {
 
 const teamNotFound = (ids: string[]) =>
   notFound(`Team${ids.length > 1 ? "s" : ""} not found: ${ids.join(", ")}`, "team_not_found", "team_id");
+
+const teamsStillHaveKeys = (detail: string) =>
+  conflict(`Cannot delete team(s) that still have keys: ${detail}`, "team_ids", "team_has_keys");
 
 export async function createTeam(deps: TeamDeps, p: Principal, input: CreateTeam): Promise<TeamRow> {
   requireMaster(p, "POST /team/new");
@@ -109,31 +112,39 @@ export async function listTeams(deps: TeamDeps, p: Principal, q: ListTeamsQuery)
 export async function deleteTeams(deps: TeamDeps, p: Principal, input: DeleteTeams) {
   requireMaster(p, "POST /team/delete");
   const ids = [...new Set(input.team_ids)];
-  const result = await deps.db.transaction(async (tx) => {
-    const existing = await tx.select({ team_id: teams.team_id }).from(teams).where(inArray(teams.team_id, ids));
-    const known = new Set(existing.map((t) => t.team_id));
-    const missing = ids.filter((id) => !known.has(id));
-    if (missing.length) throw teamNotFound(missing);
-    const keyCounts = await tx
-      .select({ team_id: apiKeys.team_id, n: count() })
-      .from(apiKeys)
-      .where(inArray(apiKeys.team_id, ids))
-      .groupBy(apiKeys.team_id);
-    if (keyCounts.length > 0 && !input.force) {
-      const list = keyCounts.map((k) => `'${k.team_id}' (${k.n} key${k.n === 1 ? "" : "s"})`).join(", ");
-      throw conflict(
-        `Cannot delete team(s) that still have keys: ${list}. Delete the keys first or send "force": true`,
-        "team_ids",
-        "team_has_keys",
-      );
-    }
-    const deletedKeys = await tx
-      .delete(apiKeys)
-      .where(inArray(apiKeys.team_id, ids))
-      .returning({ token_id: apiKeys.token_id, key_hash: apiKeys.key_hash, team_id: apiKeys.team_id });
-    await tx.delete(teams).where(inArray(teams.team_id, ids));
-    return { deletedKeys };
-  });
+  const result = await deps.db
+    .transaction(async (tx) => {
+      // Locking the teams makes a concurrent key insert into them wait for this transaction (its
+      // foreign-key check needs a share lock on the team row), so the count below sees every key.
+      const existing = await tx
+        .select({ team_id: teams.team_id })
+        .from(teams)
+        .where(inArray(teams.team_id, ids))
+        .for("update");
+      const known = new Set(existing.map((t) => t.team_id));
+      const missing = ids.filter((id) => !known.has(id));
+      if (missing.length) throw teamNotFound(missing);
+      const keyCounts = await tx
+        .select({ team_id: apiKeys.team_id, n: count() })
+        .from(apiKeys)
+        .where(inArray(apiKeys.team_id, ids))
+        .groupBy(apiKeys.team_id);
+      if (keyCounts.length > 0 && !input.force) {
+        const list = keyCounts.map((k) => `'${k.team_id}' (${k.n} key${k.n === 1 ? "" : "s"})`).join(", ");
+        throw teamsStillHaveKeys(`${list}. Delete the keys first or send "force": true`);
+      }
+      const deletedKeys = await tx
+        .delete(apiKeys)
+        .where(inArray(apiKeys.team_id, ids))
+        .returning({ token_id: apiKeys.token_id, key_hash: apiKeys.key_hash, team_id: apiKeys.team_id });
+      await tx.delete(teams).where(inArray(teams.team_id, ids));
+      return { deletedKeys };
+    })
+    .catch((e: unknown) => {
+      // A key still refers to a team: one was created in it while this call ran.
+      if (isForeignKeyViolation(e)) throw teamsStillHaveKeys("a key was created in one of them meanwhile; retry");
+      throw e;
+    });
   await deps.invalidate.keys(result.deletedKeys.map(deletedKey));
   // Newer than the deleted rows; a team created again later under the same id is newer still.
   const version = (deps.now?.() ?? new Date()).getTime() + 1;
