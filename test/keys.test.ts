@@ -1,5 +1,6 @@
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import { generateSecret, hashSecret } from "../src/keys/secret";
 import {
   describeEachBackend,
   type ErrorWire,
@@ -395,5 +396,55 @@ describeEachBackend("key management", (gw) => {
   test("a key created blocked cannot authenticate", async () => {
     const k = await gw().newKey({ blocked: true });
     expect((await gw().call("GET", "/key/info", { key: k.key })).status).toBe(401);
+  });
+
+  /**
+   * A regenerate that commits between an update's read and its write: the write returns the new
+   * hash, whose record a cache may already hold from before the write. A trigger swaps the hash
+   * inside the update, as the concurrent regenerate would have.
+   */
+  const withHashSwap = async (tokenId: string, newHash: string, run: () => Promise<void>) => {
+    const db = gw().opened.database.db;
+    const fn = `gw_swap_${tokenId.replace(/-/g, "_")}`;
+    await db.execute(
+      sql.raw(`create function ${fn}() returns trigger language plpgsql as $$
+        begin new.key_hash := '${newHash}'; return new; end $$`),
+    );
+    await db.execute(
+      sql.raw(`create trigger ${fn} before update on api_keys for each row
+        when (old.token_id = '${tokenId}') execute function ${fn}()`),
+    );
+    try {
+      await run();
+    } finally {
+      await db.execute(sql.raw(`drop trigger ${fn} on api_keys`));
+      await db.execute(sql.raw(`drop function ${fn}()`));
+    }
+  };
+
+  test("update and block forget the cached record of the hash their write returned, not only the one they read", async () => {
+    for (const action of ["update", "block"] as const) {
+      const k = await gw().newKey({ rpm_limit: 5 });
+      const next = generateSecret();
+      // the cache learns that the next secret is unknown
+      expect((await gw().call("GET", "/key/info", { key: next })).status).toBe(401);
+      await withHashSwap(k.token_id, hashSecret(next), async () => {
+        const r =
+          action === "update"
+            ? await gw().call<KeyWire>("POST", "/key/update", { body: { key: k.token_id, rpm_limit: 7 } })
+            : await gw().call<KeyWire>("POST", "/key/block", { body: { key: k.token_id } });
+        expect(r.status).toBe(200);
+        expect(r.body.key_hash).toBe(hashSecret(next));
+      });
+      const after = await gw().call<KeyWire & ErrorWire>("GET", "/key/info", { key: next });
+      if (action === "update") {
+        expect(after.status).toBe(200);
+        expect(after.body.rpm_limit).toBe(7);
+      } else {
+        expect(after.status).toBe(401);
+        expect(after.body.error.code).toBe("key_blocked");
+      }
+      expect((await gw().call("GET", "/key/info", { key: k.key })).status).toBe(401);
+    }
   });
 });

@@ -29,6 +29,15 @@ function changeOf(row: KeyRow, hash = row.key_hash): KeyChange {
   return { hash, tokenId: row.token_id, teamId: row.team_id, version: row.updated_at.getTime() };
 }
 
+/**
+ * The changes a write makes: under the hash read before it and under the hash the write returned.
+ * They differ when a regenerate committed in between; a cache may already hold the new hash's record
+ * with the settings from before this write.
+ */
+function changesOf(updated: KeyRow, readHash: string): KeyChange[] {
+  return readHash === updated.key_hash ? [changeOf(updated)] : [changeOf(updated, readHash), changeOf(updated)];
+}
+
 /** A deleted key is newer than any version of it a cache may hold. */
 export function deletedKey(row: { key_hash: string; token_id: string; team_id: string }): KeyChange {
   return { hash: row.key_hash, tokenId: row.token_id, teamId: row.team_id, version: Number.MAX_SAFE_INTEGER };
@@ -208,7 +217,7 @@ export async function updateKey(deps: KeyDeps, p: Principal, input: UpdateKey): 
     throw e;
   }
   if (!updated) throw notFound(`Key not found: ${describeRef(input.key)}`, "key_not_found", "key");
-  await deps.invalidate.keys([changeOf(updated, row.key_hash)]);
+  await deps.invalidate.keys(changesOf(updated, row.key_hash));
   return updated;
 }
 
@@ -243,7 +252,7 @@ export async function regenerateKey(deps: KeyDeps, p: Principal, input: UpdateKe
   if (!updated) {
     throw conflict("The key was changed by another request while regenerating; retry", "key", "concurrent_update");
   }
-  await deps.invalidate.keys([changeOf(updated, row.key_hash), changeOf(updated)]);
+  await deps.invalidate.keys(changesOf(updated, row.key_hash));
   return { secret, row: updated };
 }
 
@@ -256,7 +265,7 @@ export async function setKeyBlocked(deps: KeyDeps, p: Principal, ref: string, bl
     .where(eq(apiKeys.token_id, row.token_id))
     .returning();
   if (!updated) throw notFound(`Key not found: ${describeRef(ref)}`, "key_not_found", "key");
-  await deps.invalidate.keys([changeOf(updated, row.key_hash)]);
+  await deps.invalidate.keys(changesOf(updated, row.key_hash));
   return updated;
 }
 
