@@ -447,4 +447,45 @@ describeEachBackend("key management", (gw) => {
       expect((await gw().call("GET", "/key/info", { key: k.key })).status).toBe(401);
     }
   });
+
+  test("updated_at, the record's version, strictly increases on every change, whatever the gateway's clock says", async () => {
+    const k = await gw().newKey();
+    const stamps = [Date.parse(k.updated_at)];
+    const change = async (path: string, body: Record<string, unknown>) => {
+      const r = await gw().call<KeyWire>("POST", path, { body: { key: k.token_id, ...body } });
+      expect(r.status).toBe(200);
+      stamps.push(Date.parse(r.body.updated_at));
+    };
+    // changes in quick succession, some from an instance whose clock is a minute behind
+    for (let i = 0; i < 4; i++) {
+      await change("/key/update", { rpm_limit: i });
+      gw().clock.advance(i % 2 === 0 ? -60_000 : 60_000);
+      await change("/key/block", {});
+      await change("/key/unblock", {});
+    }
+    const regen = await gw().call<GeneratedWire>("POST", "/key/regenerate", { body: { key: k.token_id } });
+    stamps.push(Date.parse(regen.body.updated_at));
+    for (let i = 1; i < stamps.length; i++) expect(stamps[i] as number).toBeGreaterThan(stamps[i - 1] as number);
+    // concurrent changes each get their own version
+    const concurrent = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        gw().call<KeyWire>("POST", "/key/update", { body: { key: k.token_id, tpm_limit: i } }),
+      ),
+    );
+    const versions = concurrent.map((r) => Date.parse(r.body.updated_at));
+    expect(new Set(versions).size).toBe(8);
+    expect(Math.min(...versions)).toBeGreaterThan(stamps.at(-1) as number);
+  });
+
+  test("a record whose updated_at is in the future still gets a later version on its next change", async () => {
+    const k = await gw().newKey();
+    const future = new Date(Date.now() + 86_400_000);
+    await gw().opened.database.db.execute(
+      sql`update api_keys set updated_at = ${future.toISOString()}::timestamptz where token_id = ${k.token_id}`,
+    );
+    const r = await gw().call<KeyWire>("POST", "/key/update", { body: { key: k.token_id, rpm_limit: 1 } });
+    expect(Date.parse(r.body.updated_at)).toBe(future.getTime() + 1);
+    const b = await gw().call<KeyWire>("POST", "/key/block", { body: { key: k.token_id } });
+    expect(Date.parse(b.body.updated_at)).toBe(future.getTime() + 2);
+  });
 });

@@ -165,4 +165,28 @@ describeEachBackend("teams", (gw) => {
       },
     );
   });
+
+  test("a team's updated_at strictly increases on every change, from the database's clock", async () => {
+    const t = await gw().newTeam();
+    const stamps = [Date.parse(t.updated_at)];
+    for (let i = 0; i < 3; i++) {
+      gw().clock.advance(i % 2 === 0 ? -60_000 : 60_000);
+      for (const [path, body] of [
+        ["/team/update", { rpm_limit: i }],
+        ["/team/block", {}],
+        ["/team/unblock", {}],
+      ] as const) {
+        const r = await gw().call<TeamWire>("POST", path, { body: { team_id: t.team_id, ...body } });
+        expect(r.status).toBe(200);
+        stamps.push(Date.parse(r.body.updated_at));
+      }
+    }
+    for (let i = 1; i < stamps.length; i++) expect(stamps[i] as number).toBeGreaterThan(stamps[i - 1] as number);
+    const future = new Date(Date.now() + 86_400_000);
+    await gw().opened.database.db.execute(
+      sql`update teams set updated_at = ${future.toISOString()}::timestamptz where team_id = ${t.team_id}`,
+    );
+    const r = await gw().call<TeamWire>("POST", "/team/update", { body: { team_id: t.team_id, tpm_limit: 5 } });
+    expect(Date.parse(r.body.updated_at)).toBe(future.getTime() + 1);
+  });
 });

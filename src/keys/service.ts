@@ -9,6 +9,7 @@ import { badRequest, conflict, forbidden, notFound } from "../http/errors";
 import { type Db, isForeignKeyViolation, isUniqueViolation } from "../store/db";
 import { listPage } from "../store/paging";
 import { apiKeys, type KeyRow, type TeamRow, teams } from "../store/schema";
+import { databaseNow, nextVersion } from "../store/versions";
 import { addDuration } from "../util/duration";
 import { budgetWindow, pickSent } from "../util/patch";
 import type { CreateKey, DeleteKeys, KeySettings, ListKeysQuery, UpdateKey } from "./model";
@@ -169,7 +170,7 @@ export async function generateKey(deps: KeyDeps, p: Principal, input: CreateKey)
     user_id: input.user_id ?? null,
     created_by: p.kind === "master" ? "master" : p.key.token_id,
     created_at: now,
-    updated_at: now,
+    updated_at: databaseNow(),
     ...settingsPatch(input, now),
   };
   let inserted: KeyRow | undefined;
@@ -209,7 +210,7 @@ export async function updateKey(deps: KeyDeps, p: Principal, input: UpdateKey): 
   try {
     [updated] = await deps.db
       .update(apiKeys)
-      .set({ ...patch, updated_at: now })
+      .set({ ...patch, updated_at: nextVersion(apiKeys.updated_at) })
       .where(eq(apiKeys.token_id, row.token_id))
       .returning();
   } catch (e) {
@@ -240,7 +241,7 @@ export async function regenerateKey(deps: KeyDeps, p: Principal, input: UpdateKe
         ...settingsPatch(settings, now),
         key_hash: hashSecret(secret),
         key_name: maskSecret(secret),
-        updated_at: now,
+        updated_at: nextVersion(apiKeys.updated_at),
       })
       // Only if nobody regenerated it meanwhile: two concurrent calls cannot both succeed.
       .where(and(eq(apiKeys.token_id, row.token_id), eq(apiKeys.key_hash, row.key_hash)))
@@ -261,7 +262,7 @@ export async function setKeyBlocked(deps: KeyDeps, p: Principal, ref: string, bl
   const row = await loadManagedKey(deps, p, ref, action);
   const [updated] = await deps.db
     .update(apiKeys)
-    .set({ blocked, updated_at: clock(deps) })
+    .set({ blocked, updated_at: nextVersion(apiKeys.updated_at) })
     .where(eq(apiKeys.token_id, row.token_id))
     .returning();
   if (!updated) throw notFound(`Key not found: ${describeRef(ref)}`, "key_not_found", "key");

@@ -1,5 +1,5 @@
 /** Teams: create, update, describe, list, delete (with or without their keys), block. Master key only. */
-import { count, desc, eq, inArray, type SQL } from "drizzle-orm";
+import { count, desc, eq, inArray, type SQL, sql } from "drizzle-orm";
 import type { Invalidator, Principal } from "../auth/authenticator";
 import { requireMaster } from "../auth/permissions";
 import { conflict, notFound } from "../http/errors";
@@ -7,6 +7,7 @@ import { deletedKey } from "../keys/service";
 import { type Db, isForeignKeyViolation, isUniqueViolation } from "../store/db";
 import { listPage } from "../store/paging";
 import { apiKeys, type TeamRow, teams } from "../store/schema";
+import { databaseNow, nextVersion } from "../store/versions";
 import { budgetWindow, pickSent } from "../util/patch";
 import type { CreateTeam, DeleteTeams, ListTeamsQuery, TeamSettings, UpdateTeam } from "./model";
 
@@ -49,7 +50,7 @@ export async function createTeam(deps: TeamDeps, p: Principal, input: CreateTeam
       .values({
         team_id: team_id ?? crypto.randomUUID(),
         created_at: now,
-        updated_at: now,
+        updated_at: databaseNow(),
         ...settingsPatch(settings, now),
       })
       .returning();
@@ -71,7 +72,7 @@ export async function updateTeam(deps: TeamDeps, p: Principal, input: UpdateTeam
       ? await deps.db.select().from(teams).where(eq(teams.team_id, team_id))
       : await deps.db
           .update(teams)
-          .set({ ...patch, updated_at: now })
+          .set({ ...patch, updated_at: nextVersion(teams.updated_at) })
           .where(eq(teams.team_id, team_id))
           .returning();
   if (!row) throw teamNotFound([team_id]);
@@ -83,7 +84,7 @@ export async function setTeamBlocked(deps: TeamDeps, p: Principal, teamId: strin
   requireMaster(p, blocked ? "POST /team/block" : "POST /team/unblock");
   const [row] = await deps.db
     .update(teams)
-    .set({ blocked, updated_at: deps.now?.() ?? new Date() })
+    .set({ blocked, updated_at: nextVersion(teams.updated_at) })
     .where(eq(teams.team_id, teamId))
     .returning();
   if (!row) throw teamNotFound([teamId]);
@@ -137,8 +138,13 @@ export async function deleteTeams(deps: TeamDeps, p: Principal, input: DeleteTea
         .delete(apiKeys)
         .where(inArray(apiKeys.team_id, ids))
         .returning({ token_id: apiKeys.token_id, key_hash: apiKeys.key_hash, team_id: apiKeys.team_id });
+      // The deletion's version: later than every version of the deleted teams, on the same clock.
+      const [stamp] = await tx
+        .select({ version: sql`max(${nextVersion(teams.updated_at)})`.mapWith(teams.updated_at) })
+        .from(teams)
+        .where(inArray(teams.team_id, ids));
       await tx.delete(teams).where(inArray(teams.team_id, ids));
-      return { deletedKeys };
+      return { deletedKeys, version: stamp?.version };
     })
     .catch((e: unknown) => {
       // A key still refers to a team: one was created in it while this call ran.
@@ -146,8 +152,8 @@ export async function deleteTeams(deps: TeamDeps, p: Principal, input: DeleteTea
       throw e;
     });
   await deps.invalidate.keys(result.deletedKeys.map(deletedKey));
-  // Newer than the deleted rows; a team created again later under the same id is newer still.
-  const version = (deps.now?.() ?? new Date()).getTime() + 1;
+  // Newer than the deleted rows; a team created again later under the same id is at least as new.
+  const version = result.version ? result.version.getTime() : Date.now();
   await deps.invalidate.teams(ids.map((teamId) => ({ teamId, version })));
   return { deleted_teams: ids, deleted_keys: result.deletedKeys.map((k) => k.token_id) };
 }
