@@ -6,6 +6,7 @@ import { and, desc, eq, inArray, type SQL } from "drizzle-orm";
 import type { Invalidator, KeyChange, Principal } from "../auth/authenticator";
 import { requireKeyManager, requireSameTeam } from "../auth/permissions";
 import { badRequest, conflict, forbidden, notFound } from "../http/errors";
+import { modelAllowed } from "../inference/access";
 import { type Db, isForeignKeyViolation, isUniqueViolation } from "../store/db";
 import { listPage } from "../store/paging";
 import { apiKeys, type KeyRow, type TeamRow, teams } from "../store/schema";
@@ -60,10 +61,26 @@ export function describeRef(ref: string): string {
   return ref.startsWith("sk-") ? maskSecret(ref) : ref;
 }
 
-async function requireKey(db: Db, ref: string): Promise<KeyRow> {
-  const row = await findKey(db, ref);
-  if (!row) throw notFound(`Key not found: ${describeRef(ref)}`, "key_not_found", "key");
+const keyNotFound = (ref: string) => notFound(`Key not found: ${describeRef(ref)}`, "key_not_found", "key");
+
+/**
+ * The key a caller may see: for a management key only keys of its own team. Another team's key
+ * is "not found" exactly like a key that does not exist, so a management key cannot probe which
+ * keys exist elsewhere.
+ */
+function visibleTo(p: Principal, row: KeyRow | undefined): KeyRow | undefined {
+  return row && (p.kind === "master" || row.team_id === p.key.team_id) ? row : undefined;
+}
+
+async function requireKey(db: Db, p: Principal, ref: string): Promise<KeyRow> {
+  const row = visibleTo(p, await findKey(db, ref));
+  if (!row) throw keyNotFound(ref);
   return row;
+}
+
+/** Whether a reference (secret, key_hash or token_id) names the given key. */
+function refersTo(ref: string, key: KeyRow): boolean {
+  return ref === key.token_id || ref === key.key_hash || (ref.startsWith("sk-") && hashSecret(ref) === key.key_hash);
 }
 
 async function findTeam(db: Db, teamId: string): Promise<TeamRow | undefined> {
@@ -98,31 +115,38 @@ function settingsPatch(s: KeySettings, now: Date): KeyPatch {
 
 /**
  * A management key may not give a key more than its team has: models outside the team's list,
- * or budgets and limits above the team's.
+ * budgets or limits above the team's, or no limit at all (an explicit null) where the team has
+ * one. A limit that is simply not sent leaves the key without its own limit, which the team's
+ * limit still bounds at inference; likewise `models: []` means "every model of the team".
  */
 function assertWithinTeam(p: Principal, team: TeamRow, s: KeySettings): void {
   if (p.kind === "master") return;
-  const over = (field: string, value: number, cap: number, what: string) =>
-    forbidden(
-      `'${field}' (${value}) is above the team's ${what} (${cap}); a management key cannot raise a key above its team`,
-      "exceeds_team_limit",
-    );
+  const deny = (field: string, message: string) =>
+    forbidden(`${message}; a management key cannot raise a key above its team`, "exceeds_team_limit", field);
   if (team.models.length > 0) {
     for (const m of s.models ?? []) {
-      if (!team.models.includes(m)) {
-        throw forbidden(`Model '${m}' is not in team '${team.team_id}' models`, "model_not_allowed_for_team");
+      if (!modelAllowed(team.models, m)) {
+        throw forbidden(`Model '${m}' is not in team '${team.team_id}' models`, "model_not_allowed_for_team", "models");
       }
     }
   }
   const caps: Array<[keyof KeySettings, number | null, string]> = [
     ["max_budget", team.max_budget, "max_budget"],
+    ["soft_budget", team.max_budget, "max_budget"],
     ["rpm_limit", team.rpm_limit, "rpm_limit"],
     ["tpm_limit", team.tpm_limit, "tpm_limit"],
     ["max_parallel_requests", team.max_parallel_requests, "max_parallel_requests"],
   ];
   for (const [field, cap, what] of caps) {
     const value = s[field];
-    if (cap !== null && typeof value === "number" && value > cap) throw over(field, value, cap, what);
+    if (cap === null) continue;
+    if (typeof value === "number" && value > cap) {
+      throw deny(field, `'${field}' (${value}) is above the team's ${what} (${cap})`);
+    }
+    // No soft budget only means no alert; no max_budget or limit means unlimited.
+    if (value === null && field !== "soft_budget") {
+      throw deny(field, `'${field}': null (unlimited) is above the team's ${what} (${cap})`);
+    }
   }
   const perModel: Array<[string, Record<string, number> | undefined, number | null, string]> = [
     ["model_rpm_limit", s.model_rpm_limit, team.rpm_limit, "rpm_limit"],
@@ -137,7 +161,7 @@ function assertWithinTeam(p: Principal, team: TeamRow, s: KeySettings): void {
   for (const [field, values, cap, what] of perModel) {
     if (cap === null || values === undefined) continue;
     for (const [model, value] of Object.entries(values)) {
-      if (value > cap) throw over(`${field}.${model}`, value, cap, what);
+      if (value > cap) throw deny(field, `'${field}.${model}' (${value}) is above the team's ${what} (${cap})`);
     }
   }
 }
@@ -189,9 +213,7 @@ export async function generateKey(deps: KeyDeps, p: Principal, input: CreateKey)
 
 async function loadManagedKey(deps: KeyDeps, p: Principal, ref: string, action: string) {
   requireKeyManager(p, action);
-  const row = await requireKey(deps.db, ref);
-  requireSameTeam(p, row.team_id, action);
-  return row;
+  return requireKey(deps.db, p, ref);
 }
 
 async function teamForLimits(deps: KeyDeps, p: Principal, row: KeyRow): Promise<TeamRow | undefined> {
@@ -217,7 +239,7 @@ export async function updateKey(deps: KeyDeps, p: Principal, input: UpdateKey): 
     if (isUniqueViolation(e)) throw aliasTaken(settings.key_alias);
     throw e;
   }
-  if (!updated) throw notFound(`Key not found: ${describeRef(input.key)}`, "key_not_found", "key");
+  if (!updated) throw keyNotFound(input.key);
   await deps.invalidate.keys(changesOf(updated, row.key_hash));
   return updated;
 }
@@ -265,30 +287,29 @@ export async function setKeyBlocked(deps: KeyDeps, p: Principal, ref: string, bl
     .set({ blocked, updated_at: nextVersion(apiKeys.updated_at) })
     .where(eq(apiKeys.token_id, row.token_id))
     .returning();
-  if (!updated) throw notFound(`Key not found: ${describeRef(ref)}`, "key_not_found", "key");
+  if (!updated) throw keyNotFound(ref);
   await deps.invalidate.keys(changesOf(updated, row.key_hash));
   return updated;
 }
 
-/** GET /key/info: without `key`, the calling key; llm_api keys may only describe themselves. */
+/**
+ * GET /key/info: without `key`, the calling key; llm_api keys may only describe themselves (a 403
+ * for any other reference, whether or not it exists); management keys, keys of their team.
+ */
 export async function describeKey(deps: KeyDeps, p: Principal, ref: string | undefined): Promise<KeyRow> {
   if (ref === undefined) {
     if (p.kind === "master") {
       throw badRequest("The master key has no key record: pass ?key=<key, token_id or key_hash>", "key");
     }
-    return requireKey(deps.db, p.key.token_id);
+    return requireKey(deps.db, p, p.key.token_id);
   }
-  const row = await requireKey(deps.db, ref);
-  if (p.kind === "key" && p.key.token_id !== row.token_id) {
-    if (p.key.key_type !== "management") {
-      throw forbidden(
-        "GET /key/info about another key requires the key_management permission; an llm_api key may only describe itself",
-        "key_management_required",
-      );
-    }
-    requireSameTeam(p, row.team_id, "GET /key/info");
+  if (p.kind === "key" && p.key.key_type !== "management" && !refersTo(ref, p.key)) {
+    throw forbidden(
+      "GET /key/info about another key requires the key_management permission; an llm_api key may only describe itself",
+      "key_management_required",
+    );
   }
-  return row;
+  return requireKey(deps.db, p, ref);
 }
 
 export async function listKeys(deps: KeyDeps, p: Principal, q: ListKeysQuery) {
@@ -328,21 +349,23 @@ export async function deleteKeys(deps: KeyDeps, p: Principal, input: DeleteKeys)
   if (!input.keys && !input.key_aliases) {
     throw badRequest("Send 'keys' (key values, token_ids or key hashes) or 'key_aliases'", "keys", "missing_field");
   }
+  // A management key sees only its own team's keys: others are "not found" like unknown ones.
   const found = new Map<string, KeyRow>();
   const missing: string[] = [];
   for (const ref of input.keys ?? []) {
-    const row = await findKey(deps.db, ref);
+    const row = visibleTo(p, await findKey(deps.db, ref));
     if (row) found.set(row.token_id, row);
     else missing.push(describeRef(ref));
   }
   if (input.key_aliases?.length) {
-    const rows = await deps.db.select().from(apiKeys).where(inArray(apiKeys.key_alias, input.key_aliases));
+    const rows = (await deps.db.select().from(apiKeys).where(inArray(apiKeys.key_alias, input.key_aliases))).filter(
+      (r) => visibleTo(p, r),
+    );
     const byAlias = new Set(rows.map((r) => r.key_alias));
     for (const row of rows) found.set(row.token_id, row);
     for (const alias of input.key_aliases) if (!byAlias.has(alias)) missing.push(`alias '${alias}'`);
   }
   if (missing.length) throw notFound(`Keys not found: ${missing.join(", ")}`, "key_not_found", "keys");
-  for (const row of found.values()) requireSameTeam(p, row.team_id, "POST /key/delete");
   const ids = [...found.keys()];
   const deleted = await deps.db.delete(apiKeys).where(inArray(apiKeys.token_id, ids)).returning({
     token_id: apiKeys.token_id,
