@@ -203,6 +203,17 @@ describeEachBackend("permission model", (gw) => {
     expect(atLimit.status).toBe(200);
   });
 
+  test("a team's provider/* entry covers that provider's models for a management key", async () => {
+    const team = await gw().newTeam({ models: ["openai/*"] });
+    const mgmt = await gw().newKey({ team_id: team.team_id, key_type: "management" });
+    const gen = (models: string[]) =>
+      gw().call<ErrorWire>("POST", "/key/generate", { key: mgmt.key, body: { team_id: team.team_id, models } });
+    expect((await gen(["openai/gpt-4o", "openai/*"])).status).toBe(200);
+    const other = await gen(["anthropic/claude-haiku-4-5"]);
+    expect(other.status).toBe(403);
+    expect(other.body.error).toMatchObject({ code: "model_not_allowed_for_team", param: "models" });
+  });
+
   test("a management key cannot manage teams", async () => {
     const { team, mgmt } = await setup();
     const attempts: Array<[string, string, unknown]> = [
