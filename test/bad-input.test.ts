@@ -24,6 +24,16 @@ function expectEnvelope(r: Reply<ErrorWire>, status: number, label: string) {
   expect(r.text).not.toMatch(/\bat .+:\d+:\d+|node_modules|\.ts:\d+/);
 }
 
+const MISSING = "Missing API key: send it as 'Authorization: Bearer <key>'";
+function expectOpenAi401(body: Record<string, unknown>) {
+  expect(body).toEqual({
+    error: { message: MISSING, type: "authentication_error", param: null, code: "missing_api_key" },
+  });
+}
+function expectGoogle401(body: Record<string, unknown>) {
+  expect(body).toEqual({ error: { code: 401, message: MISSING, status: "UNAUTHENTICATED" } });
+}
+
 describeEachBackend("bad input", (gw) => {
   test("malformed JSON, non-object bodies and empty bodies are 400 on every POST endpoint", async () => {
     for (const path of POST_ENDPOINTS) {
@@ -77,6 +87,81 @@ describeEachBackend("bad input", (gw) => {
       headers: { "content-type": "application/json; charset=utf-8" },
     });
     expect(ok.status).toBe(200);
+  });
+
+  test("without any credential, a body is never read: 401 in the route's protocol shape, not 400 or 413", async () => {
+    const routes: Array<[string, (body: Record<string, unknown>) => void]> = [
+      ...POST_ENDPOINTS.map((p): [string, (b: Record<string, unknown>) => void] => [p, expectOpenAi401]),
+      ["/v1/chat/completions", expectOpenAi401],
+      ["/v1/responses", expectOpenAi401],
+      [
+        "/v1/messages",
+        (b) => expect(b).toEqual({ type: "error", error: { type: "authentication_error", message: MISSING } }),
+      ],
+      ["/v1beta/models/gemini-2.5-flash:generateContent", expectGoogle401],
+      ["/v1beta/models/gemini-2.5-flash:streamGenerateContent", expectGoogle401],
+      ["/v1/models/gemini-2.5-flash:generateContent", expectGoogle401],
+    ];
+    for (const [path, expectShape] of routes) {
+      let pulled = false;
+      const body = new ReadableStream<Uint8Array>(
+        {
+          pull(c) {
+            pulled = true;
+            c.enqueue(new TextEncoder().encode('{"malformed": '));
+            c.close();
+          },
+        },
+        { highWaterMark: 0 },
+      );
+      for (const req of [
+        new Request(`http://localhost${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body,
+        }),
+        new Request(`http://localhost${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "content-length": String(100 * 1024 * 1024) },
+          body: "{",
+        }),
+        new Request(`http://localhost${path}`, {
+          method: "POST",
+          headers: { "content-type": "text/plain" },
+          body: "x",
+        }),
+      ]) {
+        const res = await gw().app.handle(req);
+        expect(`${path} ${res.status}`).toBe(`${path} 401`);
+        expect(res.headers.get("content-type")).toContain("application/json");
+        expectShape((await res.json()) as Record<string, unknown>);
+      }
+      expect(`${path} read: ${pulled}`).toBe(`${path} read: false`);
+      // a malformed Authorization header is refused before the body too
+      const malformed = await gw().app.handle(
+        new Request(`http://localhost${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: "Basic abc" },
+          body: "{",
+        }),
+      );
+      expect(`${path} ${malformed.status}`).toBe(`${path} 401`);
+    }
+    // with a key (valid or not), the body is read and its problems reported as before
+    const withKey = await gw().call<ErrorWire>("POST", "/key/generate", {
+      raw: "{",
+      headers: { "content-type": "application/json" },
+    });
+    expect(withKey.status).toBe(400);
+    const google = await gw().app.handle(
+      new Request("http://localhost/v1beta/models/gemini-2.5-flash:generateContent?key=sk-wrong", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{}",
+      }),
+    );
+    expect(google.status).toBe(401);
+    expect(((await google.json()) as { error: { message: string } }).error.message).toBe("Invalid API key");
   });
 
   test("unknown fields are 400 naming the field on every POST endpoint", async () => {

@@ -44,6 +44,9 @@ export interface AuthenticatorOptions {
 
 const NEGATIVE_TTL_MS = 5_000;
 
+export const missingApiKey = () =>
+  unauthorized("Missing API key: send it as 'Authorization: Bearer <key>'", "missing_api_key");
+
 export class Authenticator {
   private readonly keyCache: LoadingCache<KeyRow>;
   private readonly teamCache: LoadingCache<TeamRow>;
@@ -71,9 +74,7 @@ export class Authenticator {
 
   /** Resolves a bearer secret to a principal, or throws a 401 that says why. */
   async authenticate(secret: string | null): Promise<Principal> {
-    if (secret === null || secret === "") {
-      throw unauthorized("Missing API key: send it as 'Authorization: Bearer <key>'", "missing_api_key");
-    }
+    if (secret === null || secret === "") throw missingApiKey();
     const hash = hashSecret(secret);
     const hashBytes = Buffer.from(hash, "hex");
     if (timingSafeEqual(hashBytes, this.masterHash)) return { kind: "master" };

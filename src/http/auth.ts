@@ -1,6 +1,6 @@
 /** The `auth` macros: routes that set `auth: true` (or `googleAuth: true`) receive the caller as `principal`. */
 import { Elysia } from "elysia";
-import { type Authenticator, bearerToken } from "../auth/authenticator";
+import { type Authenticator, bearerToken, missingApiKey } from "../auth/authenticator";
 
 export function authPlugin(authenticator: Authenticator) {
   return new Elysia().macro({
@@ -21,3 +21,16 @@ export function authPlugin(authenticator: Authenticator) {
   });
 }
 export type AuthPlugin = ReturnType<typeof authPlugin>;
+
+/**
+ * The 401 for a request that carries no credential at all (no Authorization, x-api-key or
+ * x-goog-api-key header, no `?key=`) or a malformed Authorization header, before anything reads
+ * its body: without it, an anonymous caller could make the gateway read and parse a body up to
+ * the size limit, and would see a 400 for malformed JSON instead of the 401. Every route that
+ * takes a body requires a key; which key, and whether it is valid, the auth macros decide.
+ */
+export function requireCredential(request: Request): void {
+  if (bearerToken(request.headers) !== null) return;
+  if (new URL(request.url).searchParams.get("key")) return;
+  throw missingApiKey();
+}
