@@ -98,8 +98,10 @@ async function main(): Promise<void> {
       // Elysia defaults to SO_REUSEPORT, which lets a second instance share a taken port silently
       // (the kernel then splits connections between them). A taken port must be an error.
       reusePort: false,
-      // Our own check answers 413 in the error envelope; Bun's cap is only the hard stop behind it.
-      maxRequestBodySize: config.maxBodyBytes * 2,
+      // No cap of Bun's own (it would answer a bare 413 with an empty body): the body reader
+      // answers 413 in the error envelope at any size, from Content-Length before reading, or
+      // as soon as a chunked body passes server.max_body_bytes.
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     });
   } catch (e) {
     if ((e as { code?: unknown }).code !== "EADDRINUSE") throw e;
