@@ -21,7 +21,7 @@ RUN mkdir -p /data && chown bun:bun /data
 USER bun
 EXPOSE 4000
 VOLUME ["/data"]
-HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
+HEALTHCHECK --interval=15s --timeout=3s --start-period=60s --retries=3 \
   CMD ["bun", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 4000) + '/health/liveliness').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # SIGTERM is handled by the gateway itself: it drains in-flight requests, then exits 0.
 STOPSIGNAL SIGTERM

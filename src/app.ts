@@ -6,7 +6,7 @@ import type { Authenticator, Invalidator } from "./auth/authenticator";
 import { Propagator } from "./auth/propagation";
 import type { Catalog } from "./catalog/catalog";
 import { healthRoutes, probe, type ReadinessCheck } from "./health/routes";
-import { authPlugin } from "./http/auth";
+import { authPlugin, requireCredential } from "./http/auth";
 import { parseJsonBody } from "./http/body";
 import { errorShapeFor, renderError } from "./http/error-render";
 import { toGatewayError } from "./http/on-error";
@@ -70,7 +70,10 @@ export function createApp(deps: AppDeps) {
     modelSeeds: new ModelSpendSeeds(deps.database.db),
   };
   return new Elysia()
-    .onParse(({ request, contentType }) => parseJsonBody(request, contentType, deps.maxBodyBytes))
+    .onParse(({ request, contentType }) => {
+      requireCredential(request);
+      return parseJsonBody(request, contentType, deps.maxBodyBytes);
+    })
     .onError(({ code, error, request, path }) =>
       renderError(toGatewayError(code, error, request.method, path, deps.log), errorShapeFor(request.method, path)),
     )

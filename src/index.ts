@@ -78,7 +78,6 @@ async function main(): Promise<void> {
   await subscriber
     ?.subscribe(INVALIDATION_CHANNEL, (message) => invalidator.receive(message))
     .catch((e: unknown) => log.error("cannot subscribe to key invalidations yet", { error: (e as Error).message }));
-  const stopBudgetResets = startBudgetResets(database.db, log);
 
   const app = createApp({
     database,
@@ -92,14 +91,33 @@ async function main(): Promise<void> {
     responsesRetentionMs: config.responsesRetentionMs,
     ...inference,
   });
-  app.listen({
-    port: config.port,
-    hostname: config.host,
-    // Our own check answers 413 in the error envelope; Bun's cap is only the hard stop behind it.
-    maxRequestBodySize: config.maxBodyBytes * 2,
-  });
+  try {
+    app.listen({
+      port: config.port,
+      hostname: config.host,
+      // Elysia defaults to SO_REUSEPORT, which lets a second instance share a taken port silently
+      // (the kernel then splits connections between them). A taken port must be an error.
+      reusePort: false,
+      // No cap of Bun's own (it would answer a bare 413 with an empty body): the body reader
+      // answers 413 in the error envelope at any size, from Content-Length before reading, or
+      // as soon as a chunked body passes server.max_body_bytes.
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+    });
+  } catch (e) {
+    if ((e as { code?: unknown }).code !== "EADDRINUSE") throw e;
+    process.stderr.write(
+      `Cannot start: PORT ${config.port} is already in use on ${config.host} (another gateway or program listens there). Stop it or set PORT to a free port.\n`,
+    );
+    await inference.ledger.close();
+    await inference.limiter.close();
+    await subscriber?.close();
+    await redis?.close();
+    await database.close();
+    process.exit(1);
+  }
   const server = app.server;
   if (!server) throw new Error("server did not start");
+  const stopBudgetResets = startBudgetResets(database.db, log);
   log.info("gateway listening", {
     url: `http://${config.host}:${server.port}`,
     port: server.port ?? config.port,

@@ -1,5 +1,6 @@
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import { generateSecret, hashSecret } from "../src/keys/secret";
 import {
   describeEachBackend,
   type ErrorWire,
@@ -395,5 +396,96 @@ describeEachBackend("key management", (gw) => {
   test("a key created blocked cannot authenticate", async () => {
     const k = await gw().newKey({ blocked: true });
     expect((await gw().call("GET", "/key/info", { key: k.key })).status).toBe(401);
+  });
+
+  /**
+   * A regenerate that commits between an update's read and its write: the write returns the new
+   * hash, whose record a cache may already hold from before the write. A trigger swaps the hash
+   * inside the update, as the concurrent regenerate would have.
+   */
+  const withHashSwap = async (tokenId: string, newHash: string, run: () => Promise<void>) => {
+    const db = gw().opened.database.db;
+    const fn = `gw_swap_${tokenId.replace(/-/g, "_")}`;
+    await db.execute(
+      sql.raw(`create function ${fn}() returns trigger language plpgsql as $$
+        begin new.key_hash := '${newHash}'; return new; end $$`),
+    );
+    await db.execute(
+      sql.raw(`create trigger ${fn} before update on api_keys for each row
+        when (old.token_id = '${tokenId}') execute function ${fn}()`),
+    );
+    try {
+      await run();
+    } finally {
+      await db.execute(sql.raw(`drop trigger ${fn} on api_keys`));
+      await db.execute(sql.raw(`drop function ${fn}()`));
+    }
+  };
+
+  test("update and block forget the cached record of the hash their write returned, not only the one they read", async () => {
+    for (const action of ["update", "block"] as const) {
+      const k = await gw().newKey({ rpm_limit: 5 });
+      const next = generateSecret();
+      // the cache learns that the next secret is unknown
+      expect((await gw().call("GET", "/key/info", { key: next })).status).toBe(401);
+      await withHashSwap(k.token_id, hashSecret(next), async () => {
+        const r =
+          action === "update"
+            ? await gw().call<KeyWire>("POST", "/key/update", { body: { key: k.token_id, rpm_limit: 7 } })
+            : await gw().call<KeyWire>("POST", "/key/block", { body: { key: k.token_id } });
+        expect(r.status).toBe(200);
+        expect(r.body.key_hash).toBe(hashSecret(next));
+      });
+      const after = await gw().call<KeyWire & ErrorWire>("GET", "/key/info", { key: next });
+      if (action === "update") {
+        expect(after.status).toBe(200);
+        expect(after.body.rpm_limit).toBe(7);
+      } else {
+        expect(after.status).toBe(401);
+        expect(after.body.error.code).toBe("key_blocked");
+      }
+      expect((await gw().call("GET", "/key/info", { key: k.key })).status).toBe(401);
+    }
+  });
+
+  test("updated_at, the record's version, strictly increases on every change, whatever the gateway's clock says", async () => {
+    const k = await gw().newKey();
+    const stamps = [Date.parse(k.updated_at)];
+    const change = async (path: string, body: Record<string, unknown>) => {
+      const r = await gw().call<KeyWire>("POST", path, { body: { key: k.token_id, ...body } });
+      expect(r.status).toBe(200);
+      stamps.push(Date.parse(r.body.updated_at));
+    };
+    // changes in quick succession, some from an instance whose clock is a minute behind
+    for (let i = 0; i < 4; i++) {
+      await change("/key/update", { rpm_limit: i });
+      gw().clock.advance(i % 2 === 0 ? -60_000 : 60_000);
+      await change("/key/block", {});
+      await change("/key/unblock", {});
+    }
+    const regen = await gw().call<GeneratedWire>("POST", "/key/regenerate", { body: { key: k.token_id } });
+    stamps.push(Date.parse(regen.body.updated_at));
+    for (let i = 1; i < stamps.length; i++) expect(stamps[i] as number).toBeGreaterThan(stamps[i - 1] as number);
+    // concurrent changes each get their own version
+    const concurrent = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        gw().call<KeyWire>("POST", "/key/update", { body: { key: k.token_id, tpm_limit: i } }),
+      ),
+    );
+    const versions = concurrent.map((r) => Date.parse(r.body.updated_at));
+    expect(new Set(versions).size).toBe(8);
+    expect(Math.min(...versions)).toBeGreaterThan(stamps.at(-1) as number);
+  });
+
+  test("a record whose updated_at is in the future still gets a later version on its next change", async () => {
+    const k = await gw().newKey();
+    const future = new Date(Date.now() + 86_400_000);
+    await gw().opened.database.db.execute(
+      sql`update api_keys set updated_at = ${future.toISOString()}::timestamptz where token_id = ${k.token_id}`,
+    );
+    const r = await gw().call<KeyWire>("POST", "/key/update", { body: { key: k.token_id, rpm_limit: 1 } });
+    expect(Date.parse(r.body.updated_at)).toBe(future.getTime() + 1);
+    const b = await gw().call<KeyWire>("POST", "/key/block", { body: { key: k.token_id } });
+    expect(Date.parse(b.body.updated_at)).toBe(future.getTime() + 2);
   });
 });

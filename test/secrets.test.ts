@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
-import { describeEachBackend, type GeneratedWire } from "./helpers/gateway";
+import { describeEachBackend, type ErrorWire, type GeneratedWire } from "./helpers/gateway";
 import { rowsOf } from "./helpers/inference";
 
 describeEachBackend("secrets never stored", (gw) => {
@@ -51,5 +51,36 @@ describeEachBackend("secrets never stored", (gw) => {
     expect(scanned).toBeGreaterThan(20);
     const logs = gw().logs.join("\n");
     for (const s of secrets) expect(logs.includes(s.slice(3))).toBe(false);
+  });
+
+  test("a failed query's log line holds its error code and constraint, not the request's values", async () => {
+    const db = gw().opened.database.db;
+    // A constraint the gateway does not know about makes the insert fail inside the database.
+    await db.execute(sql`alter table teams add constraint teams_alias_probe check (team_alias <> 'alias-probe-value')`);
+    try {
+      const before = gw().logs.length;
+      const r = await gw().call<ErrorWire>("POST", "/team/new", {
+        body: {
+          team_alias: "alias-probe-value",
+          metadata: { contact: "metadata-probe-value" },
+          models: ["model-probe"],
+        },
+      });
+      expect(r.status).toBe(500);
+      expect(r.text).not.toContain("probe");
+      const lines = gw()
+        .logs.slice(before)
+        .filter((l) => l.includes('"unhandled error"'));
+      expect(lines).toHaveLength(1);
+      const line = lines[0] as string;
+      expect(line).toContain("23514");
+      expect(line).toContain("teams_alias_probe");
+      expect(line).not.toContain("alias-probe-value");
+      expect(line).not.toContain("metadata-probe-value");
+      expect(line).not.toContain("model-probe");
+      expect(line).not.toContain("insert into");
+    } finally {
+      await db.execute(sql`alter table teams drop constraint teams_alias_probe`);
+    }
   });
 });

@@ -77,7 +77,7 @@ describe("embedded mode (no DATABASE_URL)", () => {
     expect(await p.stop("SIGINT")).toBe(0);
   });
 
-  test("SIGTERM stops accepting, finishes the request in flight, and exits 0", async () => {
+  test("SIGTERM stops accepting, finishes the request in flight, writes its log and spend, and exits 0", async () => {
     const master = "sk-drain-master-key-0123456789";
     // The in-flight request is a model call that the upstream holds until the test releases it.
     let release: () => void = () => {};
@@ -86,18 +86,24 @@ describe("embedded mode (no DATABASE_URL)", () => {
     });
     const upstream = startMockUpstream(async () => {
       await held;
-      return openaiCompletion("finished after SIGTERM", { prompt: 1, completion: 1 });
+      return openaiCompletion("finished after SIGTERM", { prompt: 1000, completion: 500 });
     });
     const dir = tempDir();
     const config = join(dir, "gateway.yaml");
     writeFileSync(
       config,
-      `providers:\n  up: { type: openai, api_base: "${upstream.url}/v1" }\nmodels:\n  - name: up/m\n`,
+      `providers:\n  up: { type: openai, api_base: "${upstream.url}/v1" }\nmodels:\n  - { name: up/m, input_cost_per_token: 0.001, output_cost_per_token: 0.002 }\n`,
     );
-    const p = await start({ GATEWAY_DATA_DIR: dir, GATEWAY_MASTER_KEY: master, GATEWAY_CONFIG: config });
+    const env = { GATEWAY_DATA_DIR: dir, GATEWAY_MASTER_KEY: master, GATEWAY_CONFIG: config };
+    const p = await start(env);
+    expect((await fetch(`${p.url}/team/new`, json({ team_id: "drain" }, master))).status).toBe(200);
+    const key = (await (await fetch(`${p.url}/key/generate`, json({ team_id: "drain" }, master))).json()) as {
+      key: string;
+      token_id: string;
+    };
     const inflight = fetch(
       `${p.url}/v1/chat/completions`,
-      json({ model: "up/m", messages: [{ role: "user", content: "x" }] }, master),
+      json({ model: "up/m", messages: [{ role: "user", content: "x" }] }, key.key),
     );
     for (let i = 0; i < 200 && upstream.requests.length === 0; i++) await Bun.sleep(25);
     expect(upstream.requests).toHaveLength(1);
@@ -123,6 +129,18 @@ describe("embedded mode (no DATABASE_URL)", () => {
     expect(await p.proc.exited).toBe(0);
     expect(p.stdout()).toContain('"msg":"stopped"');
     upstream.close();
+
+    // The request finished after SIGTERM: its request-log row and spend were flushed before exit.
+    const again = await start(env);
+    const auth = { headers: { authorization: `Bearer ${master}` } };
+    const info = (await (await fetch(`${again.url}/key/info?key=${key.token_id}`, auth)).json()) as { spend: number };
+    expect(info.spend).toBeCloseTo(1000 * 0.001 + 500 * 0.002, 6);
+    const logs = (await (await fetch(`${again.url}/spend/logs?key=${key.token_id}`, auth)).json()) as {
+      logs: { model: string; status: number; input_tokens: number; output_tokens: number }[];
+    };
+    expect(logs.logs).toHaveLength(1);
+    expect(logs.logs[0]).toMatchObject({ model: "up/m", status: 200, input_tokens: 1000, output_tokens: 500 });
+    expect(await again.stop()).toBe(0);
   });
 
   test("bodies over the limit get a 413 in the error envelope from the real server", async () => {
@@ -135,10 +153,59 @@ describe("embedded mode (no DATABASE_URL)", () => {
     const r = await fetch(`${p.url}/team/new`, json(JSON.parse(big), master));
     expect(r.status).toBe(413);
     expect(((await r.json()) as { error: { code: string } }).error.code).toBe("request_too_large");
-    const huge = await fetch(`${p.url}/team/new`, { ...json({}, master), body: "x".repeat(10_000) });
-    expect(huge.status).toBe(413);
+    // any size, declared or streamed, gets the same envelope (never Bun's bare 413)
+    const envelope413 = async (r: Response) => {
+      expect(r.status).toBe(413);
+      expect(((await r.json()) as { error: { code: string } }).error.code).toBe("request_too_large");
+    };
+    await envelope413(await fetch(`${p.url}/team/new`, { ...json({}, master), body: "x".repeat(10_000) }));
+    await envelope413(await fetch(`${p.url}/team/new`, { ...json({}, master), body: new Uint8Array(20_000_000) }));
+    const chunks = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (let i = 0; i < 200; i++) c.enqueue(new Uint8Array(100_000).fill(32));
+        c.close();
+      },
+    });
+    await envelope413(await fetch(`${p.url}/team/new`, { ...json({}, master), body: chunks }));
+    // Bun's own limit on the request line and headers (16 KiB): a bare 431, as the README says
+    const longUrl = await fetch(`${p.url}/key/info?key=${"k".repeat(20_000)}`, {
+      headers: { authorization: `Bearer ${master}` },
+    });
+    expect(longUrl.status).toBe(431);
+    expect((await fetch(`${p.url}/health/liveliness`)).status).toBe(200);
     expect(await p.stop()).toBe(0);
   });
+});
+
+describe("a port already in use", () => {
+  // Two embedded-database starts in a row: slow on a busy machine.
+  test("a second instance on a taken port exits 1 saying so, and the first keeps serving", async () => {
+    const first = await spawnGateway(
+      { GATEWAY_DATA_DIR: tempDir(), GATEWAY_MASTER_KEY: "sk-first-master-key-0123456789" },
+      120_000,
+    );
+    running.push(first);
+    const second = await runGatewayToExit(
+      {
+        GATEWAY_DATA_DIR: tempDir(),
+        GATEWAY_MASTER_KEY: "sk-second-master-key-0123456789",
+        PORT: String(first.port),
+      },
+      120_000,
+    );
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain(`PORT ${first.port} is already in use`);
+    expect(second.stdout).not.toContain("gateway listening");
+    expect(second.stdout + second.stderr).not.toMatch(/\bat .+:\d+:\d+/);
+    // every connection still reaches the first instance
+    for (let i = 0; i < 5; i++) {
+      const r = await fetch(`${first.url}/team/list`, {
+        headers: { authorization: "Bearer sk-first-master-key-0123456789" },
+      });
+      expect(r.status).toBe(200);
+    }
+    expect(await first.stop()).toBe(0);
+  }, 300_000);
 });
 
 describe("invalid configuration fails at start, naming the field", () => {

@@ -1,4 +1,5 @@
 import { expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { describeEachBackend, type ErrorWire, type TeamWire, unique } from "./helpers/gateway";
 
 type TeamListWire = { teams: TeamWire[]; total_count: number; current_page: number; total_pages: number };
@@ -103,5 +104,89 @@ describeEachBackend("teams", (gw) => {
     expect((await gw().call("GET", "/key/info", { key: k.key })).status).toBe(200);
     await gw().call("POST", "/team/update", { body: { team_id: k.team_id, blocked: true } });
     expect((await gw().call("GET", "/key/info", { key: k.key })).status).toBe(401);
+  });
+
+  /**
+   * Races between key creation and team deletion, made deterministic with triggers that do the
+   * other side's write at the worst moment (what a concurrent request on another instance does).
+   */
+  const withTrigger = async (setup: string[], teardown: string[], run: () => Promise<void>) => {
+    const db = gw().opened.database.db;
+    for (const q of setup) await db.execute(sql.raw(q));
+    try {
+      await run();
+    } finally {
+      for (const q of teardown) await db.execute(sql.raw(q));
+    }
+  };
+
+  test("a team deleted while a key is being created in it: 400 team_not_found, not a 500", async () => {
+    const t = await gw().newTeam();
+    await withTrigger(
+      [
+        `create function gw_race_drop_team() returns trigger language plpgsql as $$
+           begin delete from teams where team_id = new.team_id; return new; end $$`,
+        `create trigger gw_race_drop_team before insert on api_keys for each row
+           when (new.key_alias = 'race-drop-team') execute function gw_race_drop_team()`,
+      ],
+      ["drop trigger gw_race_drop_team on api_keys", "drop function gw_race_drop_team()"],
+      async () => {
+        const r = await gw().call<ErrorWire>("POST", "/key/generate", {
+          body: { team_id: t.team_id, key_alias: "race-drop-team" },
+        });
+        expect(r.status).toBe(400);
+        expect(r.body.error).toMatchObject({ code: "team_not_found", param: "team_id" });
+        expect(r.body.error.message).toContain(t.team_id);
+      },
+    );
+  });
+
+  test("a key created while its team is being deleted: 409 team_has_keys, nothing deleted, not a 500", async () => {
+    const t = await gw().newTeam({ team_alias: "race-add-key" });
+    await withTrigger(
+      [
+        `create function gw_race_add_key() returns trigger language plpgsql as $$
+           begin
+             insert into api_keys (token_id, key_hash, key_name, team_id)
+             values (gen_random_uuid()::text, md5(random()::text), 'sk-...race', old.team_id);
+             return old;
+           end $$`,
+        `create trigger gw_race_add_key before delete on teams for each row
+           when (old.team_alias = 'race-add-key') execute function gw_race_add_key()`,
+      ],
+      ["drop trigger gw_race_add_key on teams", "drop function gw_race_add_key()"],
+      async () => {
+        const r = await gw().call<ErrorWire>("POST", "/team/delete", { body: { team_ids: [t.team_id] } });
+        expect(r.status).toBe(409);
+        expect(r.body.error).toMatchObject({ code: "team_has_keys", param: "team_ids" });
+        const info = await gw().call<{ key_count: number }>("GET", `/team/info?team_id=${t.team_id}`);
+        expect(info.status).toBe(200);
+        expect(info.body.key_count).toBe(0);
+      },
+    );
+  });
+
+  test("a team's updated_at strictly increases on every change, from the database's clock", async () => {
+    const t = await gw().newTeam();
+    const stamps = [Date.parse(t.updated_at)];
+    for (let i = 0; i < 3; i++) {
+      gw().clock.advance(i % 2 === 0 ? -60_000 : 60_000);
+      for (const [path, body] of [
+        ["/team/update", { rpm_limit: i }],
+        ["/team/block", {}],
+        ["/team/unblock", {}],
+      ] as const) {
+        const r = await gw().call<TeamWire>("POST", path, { body: { team_id: t.team_id, ...body } });
+        expect(r.status).toBe(200);
+        stamps.push(Date.parse(r.body.updated_at));
+      }
+    }
+    for (let i = 1; i < stamps.length; i++) expect(stamps[i] as number).toBeGreaterThan(stamps[i - 1] as number);
+    const future = new Date(Date.now() + 86_400_000);
+    await gw().opened.database.db.execute(
+      sql`update teams set updated_at = ${future.toISOString()}::timestamptz where team_id = ${t.team_id}`,
+    );
+    const r = await gw().call<TeamWire>("POST", "/team/update", { body: { team_id: t.team_id, tpm_limit: 5 } });
+    expect(Date.parse(r.body.updated_at)).toBe(future.getTime() + 1);
   });
 });

@@ -44,6 +44,9 @@ export interface AuthenticatorOptions {
 
 const NEGATIVE_TTL_MS = 5_000;
 
+export const missingApiKey = (sendAs = "'Authorization: Bearer <key>'") =>
+  unauthorized(`Missing API key: send it as ${sendAs}`, "missing_api_key");
+
 export class Authenticator {
   private readonly keyCache: LoadingCache<KeyRow>;
   private readonly teamCache: LoadingCache<TeamRow>;
@@ -73,10 +76,8 @@ export class Authenticator {
    * Resolves a secret to a principal, or throws a 401 that says why. `sendAs` tells a caller without
    * a key how its protocol sends one (the routes know which protocol they serve).
    */
-  async authenticate(secret: string | null, sendAs = "'Authorization: Bearer <key>'"): Promise<Principal> {
-    if (secret === null || secret === "") {
-      throw unauthorized(`Missing API key: send it as ${sendAs}`, "missing_api_key");
-    }
+  async authenticate(secret: string | null, sendAs?: string): Promise<Principal> {
+    if (secret === null || secret === "") throw missingApiKey(sendAs);
     const hash = hashSecret(secret);
     const hashBytes = Buffer.from(hash, "hex");
     if (timingSafeEqual(hashBytes, this.masterHash)) return { kind: "master" };

@@ -34,6 +34,27 @@ describe("JSON bodies", () => {
     expect(await statusOf(parseJsonBody(req(text, { "content-length": "128" }), "application/json", 100))).toBe(413);
   });
 
+  test("a chunked body is abandoned as soon as it passes the limit, however long it goes on", async () => {
+    let pulls = 0;
+    const endless = new ReadableStream<Uint8Array>({
+      pull(c) {
+        pulls++;
+        c.enqueue(new Uint8Array(1024));
+      },
+    });
+    expect(await statusOf(parseJsonBody(req(endless), "application/json", 10 * 1024))).toBe(413);
+    expect(pulls).toBeLessThan(20);
+    // many small chunks under the limit are joined in order
+    const parts = ['{"a":', '"x', 'y"', "}"];
+    const chunked = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (const p of parts) c.enqueue(new TextEncoder().encode(p));
+        c.close();
+      },
+    });
+    expect(await parseJsonBody(req(chunked), "application/json", 100)).toEqual({ a: "xy" });
+  });
+
   test("415 for other media types, 400 for malformed JSON", async () => {
     expect(await statusOf(parseJsonBody(req("a=1"), "application/x-www-form-urlencoded", 100))).toBe(415);
     expect(await statusOf(parseJsonBody(req("{"), "application/json", 100))).toBe(400);

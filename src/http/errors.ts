@@ -54,7 +54,8 @@ export class GatewayError extends Error {
 export const badRequest = (message: string, param: string | null = null, code = "invalid_request") =>
   new GatewayError(400, message, { param, code });
 export const unauthorized = (message: string, code = "invalid_api_key") => new GatewayError(401, message, { code });
-export const forbidden = (message: string, code = "permission_denied") => new GatewayError(403, message, { code });
+export const forbidden = (message: string, code = "permission_denied", param: string | null = null) =>
+  new GatewayError(403, message, { code, param });
 export const notFound = (message: string, code = "not_found", param: string | null = null) =>
   new GatewayError(404, message, { code, param });
 export const conflict = (message: string, param: string | null = null, code = "conflict") =>

@@ -1,5 +1,6 @@
 /** The single place where failures become responses. No stack trace ever leaves the process. */
 import type { Logger } from "../log";
+import { loggableError } from "../store/db";
 import { badRequest, GatewayError, notFound } from "./errors";
 import { toValidationError } from "./validate";
 
@@ -53,13 +54,9 @@ export function toGatewayError(
   }
   if (code === "INVALID_COOKIE_SIGNATURE" || code === "INVALID_FILE_TYPE") return badRequest("Invalid request");
   if (isUnavailable(error)) {
-    log.error("dependency unavailable", { method, path, error: errorText(error) });
+    log.error("dependency unavailable", { method, path, error: loggableError(error) });
     return new GatewayError(503, "A storage dependency is unavailable; retry shortly", { code: "service_unavailable" });
   }
-  log.error("unhandled error", { method, path, error: errorText(error) });
+  log.error("unhandled error", { method, path, error: loggableError(error) });
   return new GatewayError(500, "Internal server error", { code: "internal_error" });
-}
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }

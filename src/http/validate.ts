@@ -8,6 +8,7 @@ import { TypeCompiler } from "@sinclair/typebox/compiler";
 import { type ValueError, ValueErrorType } from "@sinclair/typebox/errors";
 import { Value } from "@sinclair/typebox/value";
 import { badRequest, type GatewayError } from "./errors";
+import { NO_NUL_PATTERN, STORED_JSON_KIND, storedJsonProblem } from "./schemas";
 
 // Formats the schemas use; TypeBox checks only registered ones.
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -133,8 +134,42 @@ function unionError(error: ValueError, what: string): GatewayError | undefined {
   return undefined;
 }
 
+const NUL = "\u0000";
+const NUL_MESSAGE = "contains a NUL character (\\u0000), which cannot be stored";
+
+/** A string schema (or a union with one) that exists to keep NUL out of the database. */
+function excludesNul(schema: TSchema): boolean {
+  return schema.pattern === NO_NUL_PATTERN || (Array.isArray(schema.anyOf) && schema.anyOf.some(excludesNul));
+}
+
+/**
+ * Values the database cannot store get their own message: a NUL character in a string or in an
+ * object key (then the field named is the object), or a problem inside free-form JSON (metadata).
+ */
+function storageError(error: ValueError): GatewayError | undefined {
+  const field = fieldName(error.path);
+  if (typeof error.value === "string" && error.value.includes(NUL) && excludesNul(error.schema)) {
+    return badRequest(`Invalid '${field}': ${NUL_MESSAGE}`, field || null, "invalid_value");
+  }
+  const keys = error.schema.patternProperties as Record<string, unknown> | undefined;
+  if (error.type === ValueErrorType.ObjectAdditionalProperties && keys?.[NO_NUL_PATTERN] !== undefined) {
+    const parent = fieldName(error.path.slice(0, error.path.lastIndexOf("/")));
+    if (parent !== "") return badRequest(`Invalid '${parent}': a key ${NUL_MESSAGE}`, parent, "invalid_value");
+  }
+  if (error.type === ValueErrorType.Kind && error.schema[Kind] === STORED_JSON_KIND) {
+    const problem = storedJsonProblem(error.value);
+    if (problem) {
+      const at = problem.path === "" ? "" : `'${field}${problem.path}' `;
+      return badRequest(`Invalid '${field}': ${at}${problem.reason}`, field || null, "invalid_value");
+    }
+  }
+  return undefined;
+}
+
 /** Turns the first TypeBox error into a 400 that names the field. */
 export function toValidationError(error: ValueError, what: string): GatewayError {
+  const storage = storageError(error);
+  if (storage) return storage;
   if (error.type === ValueErrorType.Union) {
     const inner = unionError(error, what);
     if (inner) return inner;

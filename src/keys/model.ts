@@ -1,16 +1,19 @@
 /** Request schemas of the key-management API and the key info shape it answers with. */
 import { type Static, Type as T } from "@sinclair/typebox";
 import {
+  DURATION_DESCRIPTION,
   Duration,
   Identifier,
   Limit,
   Money,
   Name,
+  NameRecord,
   Nullable,
   Page,
   PageSize,
   StringList,
   sharedSettings,
+  Text,
 } from "../http/schemas";
 import type { KeyRow, TeamRow } from "../store/schema";
 import { teamInfo } from "../teams/model";
@@ -21,7 +24,7 @@ export const KeyType = T.Union([T.Literal("llm_api"), T.Literal("management")], 
 
 /** `duration`: key validity, or "-1" (or null) for a key that never expires. */
 export const KeyDuration = T.Union([Duration, T.Literal("-1")], {
-  errorMessage: 'a duration such as 30s, 15m, 12h or 30d, or "-1" for no expiry',
+  errorMessage: `${DURATION_DESCRIPTION}, or "-1" for no expiry`,
 });
 
 export const ModelMaxBudget = T.Object({ budget_limit: Money, time_period: Duration }, { additionalProperties: false });
@@ -32,9 +35,9 @@ const keySettings = {
   key_alias: T.Optional(Nullable(Name)),
   soft_budget: T.Optional(Nullable(Money)),
   duration: T.Optional(Nullable(KeyDuration)),
-  model_max_budget: T.Optional(T.Record(T.String(), ModelMaxBudget)),
-  model_rpm_limit: T.Optional(T.Record(T.String(), Limit)),
-  model_tpm_limit: T.Optional(T.Record(T.String(), Limit)),
+  model_max_budget: T.Optional(NameRecord(ModelMaxBudget)),
+  model_rpm_limit: T.Optional(NameRecord(Limit)),
+  model_tpm_limit: T.Optional(NameRecord(Limit)),
   tags: T.Optional(StringList),
 };
 
@@ -50,7 +53,7 @@ export const CreateKey = T.Object(
 export type CreateKey = Static<typeof CreateKey>;
 
 /** `key` names the key: its secret, its token_id or its key_hash. */
-export const KeyRef = T.String({ minLength: 1, maxLength: 512 });
+export const KeyRef = Text({ minLength: 1, maxLength: 512 });
 
 export const UpdateKey = T.Object({ key: KeyRef, ...keySettings }, { additionalProperties: false });
 export type UpdateKey = Static<typeof UpdateKey>;
@@ -77,10 +80,10 @@ export type KeyInfoQuery = Static<typeof KeyInfoQuery>;
 export const ListKeysQuery = T.Object({
   page: T.Optional(Page),
   size: T.Optional(PageSize),
-  team_id: T.Optional(T.String()),
-  user_id: T.Optional(T.String()),
-  key_hash: T.Optional(T.String()),
-  key_alias: T.Optional(T.String()),
+  team_id: T.Optional(Text()),
+  user_id: T.Optional(Text()),
+  key_hash: T.Optional(Text()),
+  key_alias: T.Optional(Text()),
   expand: T.Optional(T.Literal("team", { errorMessage: "'team'" })),
 });
 export type ListKeysQuery = Static<typeof ListKeysQuery>;

@@ -6,9 +6,11 @@ import { and, desc, eq, inArray, type SQL } from "drizzle-orm";
 import type { Invalidator, KeyChange, Principal } from "../auth/authenticator";
 import { requireKeyManager, requireSameTeam } from "../auth/permissions";
 import { badRequest, conflict, forbidden, notFound } from "../http/errors";
-import { type Db, isUniqueViolation } from "../store/db";
+import { modelAllowed } from "../inference/access";
+import { type Db, isForeignKeyViolation, isUniqueViolation } from "../store/db";
 import { listPage } from "../store/paging";
 import { apiKeys, type KeyRow, type TeamRow, teams } from "../store/schema";
+import { databaseNow, nextVersion } from "../store/versions";
 import { addDuration } from "../util/duration";
 import { budgetWindow, pickSent } from "../util/patch";
 import type { CreateKey, DeleteKeys, KeySettings, ListKeysQuery, UpdateKey } from "./model";
@@ -27,6 +29,15 @@ const clock = (deps: KeyDeps) => (deps.now ? deps.now() : new Date());
 /** A key change for the invalidator: by default under the key's current hash. */
 function changeOf(row: KeyRow, hash = row.key_hash): KeyChange {
   return { hash, tokenId: row.token_id, teamId: row.team_id, version: row.updated_at.getTime() };
+}
+
+/**
+ * The changes a write makes: under the hash read before it and under the hash the write returned.
+ * They differ when a regenerate committed in between; a cache may already hold the new hash's record
+ * with the settings from before this write.
+ */
+function changesOf(updated: KeyRow, readHash: string): KeyChange[] {
+  return readHash === updated.key_hash ? [changeOf(updated)] : [changeOf(updated, readHash), changeOf(updated)];
 }
 
 /** A deleted key is newer than any version of it a cache may hold. */
@@ -50,10 +61,26 @@ export function describeRef(ref: string): string {
   return ref.startsWith("sk-") ? maskSecret(ref) : ref;
 }
 
-async function requireKey(db: Db, ref: string): Promise<KeyRow> {
-  const row = await findKey(db, ref);
-  if (!row) throw notFound(`Key not found: ${describeRef(ref)}`, "key_not_found", "key");
+const keyNotFound = (ref: string) => notFound(`Key not found: ${describeRef(ref)}`, "key_not_found", "key");
+
+/**
+ * The key a caller may see: for a management key only keys of its own team. Another team's key
+ * is "not found" exactly like a key that does not exist, so a management key cannot probe which
+ * keys exist elsewhere.
+ */
+function visibleTo(p: Principal, row: KeyRow | undefined): KeyRow | undefined {
+  return row && (p.kind === "master" || row.team_id === p.key.team_id) ? row : undefined;
+}
+
+async function requireKey(db: Db, p: Principal, ref: string): Promise<KeyRow> {
+  const row = visibleTo(p, await findKey(db, ref));
+  if (!row) throw keyNotFound(ref);
   return row;
+}
+
+/** Whether a reference (secret, key_hash or token_id) names the given key. */
+function refersTo(ref: string, key: KeyRow): boolean {
+  return ref === key.token_id || ref === key.key_hash || (ref.startsWith("sk-") && hashSecret(ref) === key.key_hash);
 }
 
 async function findTeam(db: Db, teamId: string): Promise<TeamRow | undefined> {
@@ -88,31 +115,38 @@ function settingsPatch(s: KeySettings, now: Date): KeyPatch {
 
 /**
  * A management key may not give a key more than its team has: models outside the team's list,
- * or budgets and limits above the team's.
+ * budgets or limits above the team's, or no limit at all (an explicit null) where the team has
+ * one. A limit that is simply not sent leaves the key without its own limit, which the team's
+ * limit still bounds at inference; likewise `models: []` means "every model of the team".
  */
 function assertWithinTeam(p: Principal, team: TeamRow, s: KeySettings): void {
   if (p.kind === "master") return;
-  const over = (field: string, value: number, cap: number, what: string) =>
-    forbidden(
-      `'${field}' (${value}) is above the team's ${what} (${cap}); a management key cannot raise a key above its team`,
-      "exceeds_team_limit",
-    );
+  const deny = (field: string, message: string) =>
+    forbidden(`${message}; a management key cannot raise a key above its team`, "exceeds_team_limit", field);
   if (team.models.length > 0) {
     for (const m of s.models ?? []) {
-      if (!team.models.includes(m)) {
-        throw forbidden(`Model '${m}' is not in team '${team.team_id}' models`, "model_not_allowed_for_team");
+      if (!modelAllowed(team.models, m)) {
+        throw forbidden(`Model '${m}' is not in team '${team.team_id}' models`, "model_not_allowed_for_team", "models");
       }
     }
   }
   const caps: Array<[keyof KeySettings, number | null, string]> = [
     ["max_budget", team.max_budget, "max_budget"],
+    ["soft_budget", team.max_budget, "max_budget"],
     ["rpm_limit", team.rpm_limit, "rpm_limit"],
     ["tpm_limit", team.tpm_limit, "tpm_limit"],
     ["max_parallel_requests", team.max_parallel_requests, "max_parallel_requests"],
   ];
   for (const [field, cap, what] of caps) {
     const value = s[field];
-    if (cap !== null && typeof value === "number" && value > cap) throw over(field, value, cap, what);
+    if (cap === null) continue;
+    if (typeof value === "number" && value > cap) {
+      throw deny(field, `'${field}' (${value}) is above the team's ${what} (${cap})`);
+    }
+    // No soft budget only means no alert; no max_budget or limit means unlimited.
+    if (value === null && field !== "soft_budget") {
+      throw deny(field, `'${field}': null (unlimited) is above the team's ${what} (${cap})`);
+    }
   }
   const perModel: Array<[string, Record<string, number> | undefined, number | null, string]> = [
     ["model_rpm_limit", s.model_rpm_limit, team.rpm_limit, "rpm_limit"],
@@ -127,10 +161,12 @@ function assertWithinTeam(p: Principal, team: TeamRow, s: KeySettings): void {
   for (const [field, values, cap, what] of perModel) {
     if (cap === null || values === undefined) continue;
     for (const [model, value] of Object.entries(values)) {
-      if (value > cap) throw over(`${field}.${model}`, value, cap, what);
+      if (value > cap) throw deny(field, `'${field}.${model}' (${value}) is above the team's ${what} (${cap})`);
     }
   }
 }
+
+const teamNotFound = (teamId: string) => badRequest(`Team '${teamId}' does not exist`, "team_id", "team_not_found");
 
 function aliasTaken(alias: string | null | undefined) {
   return conflict(`key_alias '${alias}' is already used by another key`, "key_alias", "key_alias_exists");
@@ -140,7 +176,7 @@ export async function generateKey(deps: KeyDeps, p: Principal, input: CreateKey)
   requireKeyManager(p, "POST /key/generate");
   requireSameTeam(p, input.team_id, "POST /key/generate");
   const team = await findTeam(deps.db, input.team_id);
-  if (!team) throw badRequest(`Team '${input.team_id}' does not exist`, "team_id", "team_not_found");
+  if (!team) throw teamNotFound(input.team_id);
   const keyType = input.key_type ?? "llm_api";
   if (keyType === "management" && input.user_id) {
     throw badRequest("A management key belongs to its team and cannot have a user_id", "user_id");
@@ -158,7 +194,7 @@ export async function generateKey(deps: KeyDeps, p: Principal, input: CreateKey)
     user_id: input.user_id ?? null,
     created_by: p.kind === "master" ? "master" : p.key.token_id,
     created_at: now,
-    updated_at: now,
+    updated_at: databaseNow(),
     ...settingsPatch(input, now),
   };
   let inserted: KeyRow | undefined;
@@ -166,6 +202,8 @@ export async function generateKey(deps: KeyDeps, p: Principal, input: CreateKey)
     [inserted] = await deps.db.insert(apiKeys).values(row).returning();
   } catch (e) {
     if (isUniqueViolation(e)) throw aliasTaken(input.key_alias);
+    // The team was deleted between the check above and the insert.
+    if (isForeignKeyViolation(e)) throw teamNotFound(input.team_id);
     throw e;
   }
   if (!inserted) throw new Error("insert returned no row");
@@ -175,9 +213,7 @@ export async function generateKey(deps: KeyDeps, p: Principal, input: CreateKey)
 
 async function loadManagedKey(deps: KeyDeps, p: Principal, ref: string, action: string) {
   requireKeyManager(p, action);
-  const row = await requireKey(deps.db, ref);
-  requireSameTeam(p, row.team_id, action);
-  return row;
+  return requireKey(deps.db, p, ref);
 }
 
 async function teamForLimits(deps: KeyDeps, p: Principal, row: KeyRow): Promise<TeamRow | undefined> {
@@ -196,15 +232,15 @@ export async function updateKey(deps: KeyDeps, p: Principal, input: UpdateKey): 
   try {
     [updated] = await deps.db
       .update(apiKeys)
-      .set({ ...patch, updated_at: now })
+      .set({ ...patch, updated_at: nextVersion(apiKeys.updated_at) })
       .where(eq(apiKeys.token_id, row.token_id))
       .returning();
   } catch (e) {
     if (isUniqueViolation(e)) throw aliasTaken(settings.key_alias);
     throw e;
   }
-  if (!updated) throw notFound(`Key not found: ${describeRef(input.key)}`, "key_not_found", "key");
-  await deps.invalidate.keys([changeOf(updated, row.key_hash)]);
+  if (!updated) throw keyNotFound(input.key);
+  await deps.invalidate.keys(changesOf(updated, row.key_hash));
   return updated;
 }
 
@@ -227,7 +263,7 @@ export async function regenerateKey(deps: KeyDeps, p: Principal, input: UpdateKe
         ...settingsPatch(settings, now),
         key_hash: hashSecret(secret),
         key_name: maskSecret(secret),
-        updated_at: now,
+        updated_at: nextVersion(apiKeys.updated_at),
       })
       // Only if nobody regenerated it meanwhile: two concurrent calls cannot both succeed.
       .where(and(eq(apiKeys.token_id, row.token_id), eq(apiKeys.key_hash, row.key_hash)))
@@ -239,7 +275,7 @@ export async function regenerateKey(deps: KeyDeps, p: Principal, input: UpdateKe
   if (!updated) {
     throw conflict("The key was changed by another request while regenerating; retry", "key", "concurrent_update");
   }
-  await deps.invalidate.keys([changeOf(updated, row.key_hash), changeOf(updated)]);
+  await deps.invalidate.keys(changesOf(updated, row.key_hash));
   return { secret, row: updated };
 }
 
@@ -248,33 +284,32 @@ export async function setKeyBlocked(deps: KeyDeps, p: Principal, ref: string, bl
   const row = await loadManagedKey(deps, p, ref, action);
   const [updated] = await deps.db
     .update(apiKeys)
-    .set({ blocked, updated_at: clock(deps) })
+    .set({ blocked, updated_at: nextVersion(apiKeys.updated_at) })
     .where(eq(apiKeys.token_id, row.token_id))
     .returning();
-  if (!updated) throw notFound(`Key not found: ${describeRef(ref)}`, "key_not_found", "key");
-  await deps.invalidate.keys([changeOf(updated, row.key_hash)]);
+  if (!updated) throw keyNotFound(ref);
+  await deps.invalidate.keys(changesOf(updated, row.key_hash));
   return updated;
 }
 
-/** GET /key/info: without `key`, the calling key; llm_api keys may only describe themselves. */
+/**
+ * GET /key/info: without `key`, the calling key; llm_api keys may only describe themselves (a 403
+ * for any other reference, whether or not it exists); management keys, keys of their team.
+ */
 export async function describeKey(deps: KeyDeps, p: Principal, ref: string | undefined): Promise<KeyRow> {
   if (ref === undefined) {
     if (p.kind === "master") {
       throw badRequest("The master key has no key record: pass ?key=<key, token_id or key_hash>", "key");
     }
-    return requireKey(deps.db, p.key.token_id);
+    return requireKey(deps.db, p, p.key.token_id);
   }
-  const row = await requireKey(deps.db, ref);
-  if (p.kind === "key" && p.key.token_id !== row.token_id) {
-    if (p.key.key_type !== "management") {
-      throw forbidden(
-        "GET /key/info about another key requires the key_management permission; an llm_api key may only describe itself",
-        "key_management_required",
-      );
-    }
-    requireSameTeam(p, row.team_id, "GET /key/info");
+  if (p.kind === "key" && p.key.key_type !== "management" && !refersTo(ref, p.key)) {
+    throw forbidden(
+      "GET /key/info about another key requires the key_management permission; an llm_api key may only describe itself",
+      "key_management_required",
+    );
   }
-  return row;
+  return requireKey(deps.db, p, ref);
 }
 
 export async function listKeys(deps: KeyDeps, p: Principal, q: ListKeysQuery) {
@@ -314,21 +349,23 @@ export async function deleteKeys(deps: KeyDeps, p: Principal, input: DeleteKeys)
   if (!input.keys && !input.key_aliases) {
     throw badRequest("Send 'keys' (key values, token_ids or key hashes) or 'key_aliases'", "keys", "missing_field");
   }
+  // A management key sees only its own team's keys: others are "not found" like unknown ones.
   const found = new Map<string, KeyRow>();
   const missing: string[] = [];
   for (const ref of input.keys ?? []) {
-    const row = await findKey(deps.db, ref);
+    const row = visibleTo(p, await findKey(deps.db, ref));
     if (row) found.set(row.token_id, row);
     else missing.push(describeRef(ref));
   }
   if (input.key_aliases?.length) {
-    const rows = await deps.db.select().from(apiKeys).where(inArray(apiKeys.key_alias, input.key_aliases));
+    const rows = (await deps.db.select().from(apiKeys).where(inArray(apiKeys.key_alias, input.key_aliases))).filter(
+      (r) => visibleTo(p, r),
+    );
     const byAlias = new Set(rows.map((r) => r.key_alias));
     for (const row of rows) found.set(row.token_id, row);
     for (const alias of input.key_aliases) if (!byAlias.has(alias)) missing.push(`alias '${alias}'`);
   }
   if (missing.length) throw notFound(`Keys not found: ${missing.join(", ")}`, "key_not_found", "keys");
-  for (const row of found.values()) requireSameTeam(p, row.team_id, "POST /key/delete");
   const ids = [...found.keys()];
   const deleted = await deps.db.delete(apiKeys).where(inArray(apiKeys.token_id, ids)).returning({
     token_id: apiKeys.token_id,

@@ -113,6 +113,16 @@ export function isUniqueViolation(err: unknown): boolean {
   return pgErrorCode(err) === "23505";
 }
 
+/**
+ * A foreign key was violated: a row refers to one that does not exist (any more), e.g. a key whose
+ * team was just deleted, or a deleted row is still referred to. ON DELETE RESTRICT reports the
+ * latter as 23001 (restrict_violation) on some Postgres versions (PGlite's 17), 23503 on others (15).
+ */
+export function isForeignKeyViolation(err: unknown): boolean {
+  const code = pgErrorCode(err);
+  return code === "23503" || code === "23001";
+}
+
 /** The constraint a failed query ran into, when the driver says. */
 export function pgConstraint(err: unknown): string | undefined {
   let cur: unknown = err;
@@ -129,4 +139,27 @@ export function pgConstraint(err: unknown): string | undefined {
 /** The rows of a raw `db.execute` result: postgres-js gives an array, PGlite an object with `rows`. */
 export function resultRows(result: unknown): Record<string, unknown>[] {
   return (Array.isArray(result) ? result : ((result as { rows?: unknown[] }).rows ?? [])) as Record<string, unknown>[];
+}
+
+/**
+ * What may be logged about a failure. A failed query's message carries the query's parameters
+ * (drizzle: "Failed query: ... params: ..."), and Postgres messages can quote values too: both are
+ * request data (aliases, metadata). For database errors only the SQLSTATE code and constraint are
+ * kept; other errors keep their name and message.
+ */
+export function loggableError(err: unknown): string {
+  const code = pgErrorCode(err);
+  if (code !== undefined) {
+    const constraint = pgConstraint(err);
+    return `database error ${code}${constraint ? ` (constraint ${constraint})` : ""}`;
+  }
+  // drizzle's wrapper: its message holds the parameters; what went wrong is in its cause.
+  let cur: unknown = err;
+  let wrapped = false;
+  for (let depth = 0; depth < 5 && cur instanceof Error && "query" in cur && "params" in cur; depth++) {
+    cur = cur.cause;
+    wrapped = true;
+  }
+  const text = cur instanceof Error ? `${cur.name}: ${cur.message}` : String(cur);
+  return wrapped ? `database query failed${cur instanceof Error ? `: ${text}` : ""}` : text;
 }

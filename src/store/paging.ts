@@ -1,5 +1,6 @@
 import { count, type SQL } from "drizzle-orm";
 import type { PgColumn, PgTable } from "drizzle-orm/pg-core";
+import { badRequest } from "../http/errors";
 import type { Db } from "./db";
 
 export interface Page<R> {
@@ -18,6 +19,10 @@ export async function listPage<T extends PgTable>(
   page = 1,
   size = 10,
 ): Promise<Page<T["$inferSelect"]>> {
+  const offset = (page - 1) * size;
+  // The schemas bound page and size; this keeps a caller that skipped them from sending an
+  // offset Postgres cannot parse (a 500) instead of a clear 400.
+  if (!Number.isSafeInteger(offset) || offset < 0) throw badRequest(`Invalid 'page': ${page} is out of range`, "page");
   const [totals, rows] = await Promise.all([
     db
       .select({ n: count() })
@@ -29,7 +34,7 @@ export async function listPage<T extends PgTable>(
       .where(where)
       .orderBy(...orderBy)
       .limit(size)
-      .offset((page - 1) * size),
+      .offset(offset),
   ]);
   const total = totals[0]?.n ?? 0;
   return {

@@ -1,7 +1,10 @@
 /** Request schemas of the team API and the team shape it answers with. */
 import { type Static, Type as T } from "@sinclair/typebox";
-import { Identifier, Name, Nullable, Page, PageSize, sharedSettings } from "../http/schemas";
+import { Identifier, Name, Nullable, Page, PageSize, sharedSettings, Text } from "../http/schemas";
 import type { TeamRow } from "../store/schema";
+
+/** Looks a team up by id: any text; an id that cannot exist is simply not found. */
+const TeamRef = Text({ minLength: 1, maxLength: 512 });
 
 const teamSettings = { ...sharedSettings, team_alias: T.Optional(Nullable(Name)) };
 
@@ -11,19 +14,16 @@ export const CreateTeam = T.Object(
 );
 export type CreateTeam = Static<typeof CreateTeam>;
 
-export const UpdateTeam = T.Object(
-  { team_id: T.String({ minLength: 1 }), ...teamSettings },
-  { additionalProperties: false },
-);
+export const UpdateTeam = T.Object({ team_id: TeamRef, ...teamSettings }, { additionalProperties: false });
 export type UpdateTeam = Static<typeof UpdateTeam>;
 export type TeamSettings = Omit<UpdateTeam, "team_id">;
 
-export const TeamTarget = T.Object({ team_id: T.String({ minLength: 1 }) }, { additionalProperties: false });
+export const TeamTarget = T.Object({ team_id: TeamRef }, { additionalProperties: false });
 export type TeamTarget = Static<typeof TeamTarget>;
 
 export const DeleteTeams = T.Object(
   {
-    team_ids: T.Array(T.String({ minLength: 1 }), { minItems: 1, maxItems: 1000 }),
+    team_ids: T.Array(TeamRef, { minItems: 1, maxItems: 1000 }),
     /** Also delete the teams' keys; without it a team that still has keys is not deleted. */
     force: T.Optional(T.Boolean()),
   },
@@ -31,11 +31,11 @@ export const DeleteTeams = T.Object(
 );
 export type DeleteTeams = Static<typeof DeleteTeams>;
 
-export const TeamInfoQuery = T.Object({ team_id: T.String({ minLength: 1 }) });
+export const TeamInfoQuery = T.Object({ team_id: TeamRef });
 export const ListTeamsQuery = T.Object({
   page: T.Optional(Page),
   size: T.Optional(PageSize),
-  team_alias: T.Optional(T.String()),
+  team_alias: T.Optional(Text()),
 });
 export type ListTeamsQuery = Static<typeof ListTeamsQuery>;
 

@@ -4,8 +4,17 @@ const DURATION_RE = new RegExp(DURATION_PATTERN);
 
 const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
+/**
+ * The longest duration accepted: 36500 days (about 100 years). The pattern alone allows
+ * `999999999d`, which puts an expiry or budget reset past the largest date JavaScript and the
+ * database can hold.
+ */
+export const MAX_DURATION_DAYS = 36_500;
+export const MAX_DURATION_MS = MAX_DURATION_DAYS * 86_400_000;
+
+/** A duration string the gateway accepts: the format, and no longer than MAX_DURATION_MS. */
 export function isDuration(value: string): boolean {
-  return DURATION_RE.test(value);
+  return DURATION_RE.test(value) && durationMs(value) <= MAX_DURATION_MS;
 }
 
 /** Milliseconds in a duration string; callers validate the format first. */
