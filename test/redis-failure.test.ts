@@ -24,6 +24,7 @@ async function setup(mode: "fail_open" | "fail_closed"): Promise<{ gw: TestGatew
     prefix: uniquePrefix(mode),
     minBackoffMs: 20,
     maxBackoffMs: 200,
+    connectTimeoutMs: 500,
   });
   await redis.ready(5000);
   const gw = await startGateway(pgliteBackend, {
@@ -33,6 +34,7 @@ async function setup(mode: "fail_open" | "fail_closed"): Promise<{ gw: TestGatew
       models: [{ name: "mk/a", input_cost_per_token: 1e-6, output_cost_per_token: 1e-6 }],
       router: { num_retries: 0 },
       redisFailure: mode,
+      redisCommandTimeoutMs: 300,
     },
   });
   cleanups.push(
@@ -48,6 +50,14 @@ const chat = (gw: TestGateway, key: string) =>
     key,
     body: { model: "mk/a", messages: [{ role: "user", content: "hi" }] },
   });
+
+/** The reply, or a failure if there is none for so long that the request must be hanging. */
+async function answered<T>(p: Promise<T>): Promise<T> {
+  const hang = Bun.sleep(20_000).then(() => {
+    throw new Error("no answer: the request hangs");
+  });
+  return Promise.race([p, hang]);
+}
 
 async function untilReady(gw: TestGateway, want: string): Promise<{ status: number; body: Readiness }> {
   let r = await gw.call<Readiness>("GET", "/health/readiness", { key: null });
@@ -100,6 +110,42 @@ describe("Redis failure modes", () => {
     // management does not depend on Redis
     expect((await gw.call("GET", `/key/info?key=${k.token_id}`)).status).toBe(200);
     proxy.restore();
+    expect((await untilReady(gw, "up")).status).toBe(200);
+    expect((await chat(gw, k.key)).status).toBe(200);
+  });
+
+  test("fail_open: a Redis that stops answering on an open connection does not hold requests; recovery", async () => {
+    if (!requireRedis()) return;
+    const { gw, proxy } = await setup("fail_open");
+    const k = await gw.newKey({ rpm_limit: 2 });
+    expect([(await chat(gw, k.key)).status, (await chat(gw, k.key)).status]).toEqual([200, 200]);
+
+    proxy.stall();
+    // Served by the per-instance limiter once the call times out: counted from zero here.
+    expect((await answered(chat(gw, k.key))).status).toBe(200);
+    expect((await answered(chat(gw, k.key))).status).toBe(200);
+    expect((await answered(chat(gw, k.key))).status).toBe(429);
+    expect(gw.logs.some((l) => l.includes("Redis unreachable: limits enforced per instance"))).toBe(true);
+    const degraded = await untilReady(gw, "down");
+    expect(degraded.body.status).toBe("degraded");
+
+    proxy.resume();
+    expect((await untilReady(gw, "up")).body.status).toBe("ready");
+    // Back on Redis, whose window still holds the two requests it admitted.
+    expect((await chat(gw, k.key)).status).toBe(429);
+  });
+
+  test("fail_closed: a Redis that stops answering gives 503s instead of hanging; recovery", async () => {
+    if (!requireRedis()) return;
+    const { gw, proxy } = await setup("fail_closed");
+    const k = await gw.newKey({});
+    expect((await chat(gw, k.key)).status).toBe(200);
+    proxy.stall();
+    const refused = await answered(chat(gw, k.key));
+    expect(refused.status).toBe(503);
+    expect(refused.body.error.code).toBe("limits_unavailable");
+    expect((await answered(chat(gw, k.key))).status).toBe(503);
+    proxy.resume();
     expect((await untilReady(gw, "up")).status).toBe(200);
     expect((await chat(gw, k.key)).status).toBe(200);
   });

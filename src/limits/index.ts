@@ -20,6 +20,8 @@ export interface CreateLimiterOptions extends Partial<LimiterOptions> {
   redis?: Redis | string | null;
   /** Key prefix when `redis` is a URL; default `gw`. */
   prefix?: string;
+  /** Redis only: a call unanswered this long fails like an unreachable Redis; default 1 000 ms. */
+  commandTimeoutMs?: number;
   log?: Logger;
   /** Memory only: the clock (ms). */
   now?: () => number;
@@ -31,6 +33,12 @@ export function createLimiter(options: CreateLimiterOptions = {}): Limiter & { r
     leaseMs: options.leaseMs ?? LIMITER_DEFAULTS.leaseMs,
   };
   if (options.redis)
-    return new RedisLimiter({ ...base, redis: options.redis, prefix: options.prefix, log: options.log });
+    return new RedisLimiter({
+      ...base,
+      redis: options.redis,
+      prefix: options.prefix,
+      log: options.log,
+      commandTimeoutMs: options.commandTimeoutMs ?? LIMITER_DEFAULTS.commandTimeoutMs,
+    });
   return new MemoryLimiter({ ...base, now: options.now, log: options.log, store: new MemoryStore() });
 }

@@ -21,7 +21,7 @@
  */
 import { readFileSync } from "node:fs";
 import { type Logger, silentLogger } from "../log";
-import { createRedis, type Redis, type RedisScript } from "../redis/client";
+import { type CallOptions, createRedis, type Redis, type RedisScript } from "../redis/client";
 import {
   baseKeys,
   hasParallel,
@@ -37,16 +37,17 @@ import {
   versionKey,
   wholeTokens,
 } from "./memory";
-import type {
-  Admission,
-  AdmissionRequest,
-  Lease,
-  LimiterOptions,
-  LimitKind,
-  LimitScope,
-  RateState,
-  Settlement,
-  SettleResult,
+import {
+  type Admission,
+  type AdmissionRequest,
+  type Lease,
+  LIMITER_DEFAULTS,
+  type LimiterOptions,
+  type LimitKind,
+  type LimitScope,
+  type RateState,
+  type Settlement,
+  type SettleResult,
 } from "./types";
 
 const lua = (name: string) => readFileSync(new URL(`./scripts/${name}`, import.meta.url), "utf8");
@@ -83,6 +84,12 @@ export interface RedisLimiterOptions extends LimiterOptions {
   /** Key prefix when `redis` is a URL; default `gw`. */
   prefix?: string;
   log?: Logger;
+  /**
+   * A call unanswered this long rejects like an unreachable Redis (the failure policy applies);
+   * without it, a Redis that stops answering on an open connection would hold requests forever.
+   * Default 1 000 ms.
+   */
+  commandTimeoutMs?: number;
 }
 
 const n = String;
@@ -112,6 +119,7 @@ export class RedisLimiter extends LeaseBook {
   private readonly renewScript: RedisScript;
   private readonly versionScript: RedisScript;
   private readonly tagScript: RedisScript;
+  private readonly call: CallOptions;
 
   constructor(options: RedisLimiterOptions) {
     super({ windowMs: options.windowMs, leaseMs: options.leaseMs }, options.log ?? silentLogger);
@@ -121,6 +129,7 @@ export class RedisLimiter extends LeaseBook {
         ? createRedis(options.redis, { prefix: options.prefix, log: options.log })
         : options.redis;
     this.prefix = this.redis.prefix;
+    this.call = { timeoutMs: options.commandTimeoutMs ?? LIMITER_DEFAULTS.commandTimeoutMs };
     if (/[{}]/.test(this.prefix)) throw new Error("the Redis key prefix must not contain { or }");
     this.admitScript = this.redis.script(ADMIT_LUA);
     this.settleScript = this.redis.script(SETTLE_LUA);
@@ -157,7 +166,7 @@ export class RedisLimiter extends LeaseBook {
       versionKey(this.prefix, req.scope, "team", req.team.id),
       ...baseKeys(this.prefix, req),
     ];
-    const r = (await this.admitScript.run(keys, args)) as unknown[];
+    const r = (await this.admitScript.run(keys, args, this.call)) as unknown[];
     const status = Number(r[0]);
     if (status === 2) return { ok: false, stale: true, which: r[1] === "team" ? "team" : "key" };
     const admittedAt = Number(r[1]);
@@ -198,10 +207,10 @@ export class RedisLimiter extends LeaseBook {
     const tags =
       actual.cost > 0
         ? [...new Set(actual.tags)].map((t) =>
-            this.tagScript.run([tagKey(this.prefix, t)], [n(actual.cost), n(TAG_TTL_MS)]),
+            this.tagScript.run([tagKey(this.prefix, t)], [n(actual.cost), n(TAG_TTL_MS)], this.call),
           )
         : [];
-    const settle = this.settleScript.run(baseKeys(this.prefix, req), args) as Promise<unknown[]>;
+    const settle = this.settleScript.run(baseKeys(this.prefix, req), args, this.call) as Promise<unknown[]>;
     const [r] = await Promise.all([settle, ...tags]);
     return { keySpend: Number(r[0]), teamSpend: Number(r[1]), keySoftBudgetCrossed: Number(r[2]) === 1 };
   }
@@ -216,7 +225,7 @@ export class RedisLimiter extends LeaseBook {
         const keys: string[] = [];
         if (num(lease.request.team.maxParallel) !== null) keys.push(`${team}:par`);
         if (num(lease.request.key.maxParallel) !== null) keys.push(`${key}:par`);
-        return this.renewScript.run(keys, [lm, lease.requestId]);
+        return this.renewScript.run(keys, [lm, lease.requestId], this.call);
       });
     const results = await Promise.allSettled(calls);
     const failed = results.find((r) => r.status === "rejected");
@@ -224,11 +233,15 @@ export class RedisLimiter extends LeaseBook {
   }
 
   async publishVersion(scope: string, which: "key" | "team", id: string, version: number): Promise<void> {
-    await this.versionScript.run([versionKey(this.prefix, scope, which, id)], [n(version), n(VERSION_TTL_MS)]);
+    await this.versionScript.run(
+      [versionKey(this.prefix, scope, which, id)],
+      [n(version), n(VERSION_TTL_MS)],
+      this.call,
+    );
   }
 
   async tagSpend(tag: string): Promise<number> {
-    const v = await this.redis.send("GET", [tagKey(this.prefix, tag)]);
+    const v = await this.redis.send("GET", [tagKey(this.prefix, tag)], this.call);
     return v == null ? 0 : Number(v);
   }
 

@@ -130,4 +130,4 @@ export interface LimiterOptions {
   leaseMs: number;
 }
 
-export const LIMITER_DEFAULTS: LimiterOptions = { windowMs: 60_000, leaseMs: 120_000 };
+export const LIMITER_DEFAULTS = { windowMs: 60_000, leaseMs: 120_000, commandTimeoutMs: 1_000 } as const;
