@@ -196,7 +196,7 @@ export class InferenceRun {
     const lease = this.lease;
     if (!lease || !key || !team || !deps.limiter) return;
     deps.limiter
-      .settle(lease, { tokens: o.usage.inputTokens + o.usage.outputTokens, cost, tags: key.tags })
+      .settle(lease, { tokens: o.usage.inputTokens + o.usage.outputTokens, cost })
       .then((settled) => {
         if (settled.keySoftBudgetCrossed && key.soft_budget != null) {
           const window = lease.request.key.budget;

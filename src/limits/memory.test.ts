@@ -40,7 +40,7 @@ test("expired keys are swept, so nothing accumulates", async () => {
   for (let i = 0; i < 50; i++) {
     const a = await l.admit({ ...req(5, 100), key: { id: `k${i}`, version: 1, rpm: 100, maxParallel: 5 } });
     if (!a.ok) throw new Error("refused");
-    if (i % 2) await l.settle(a.lease, { tokens: 1, cost: 0, tags: [] });
+    if (i % 2) await l.settle(a.lease, { tokens: 1, cost: 0 });
   }
   expect(store.size).toBeGreaterThan(50);
   t += 10_000;

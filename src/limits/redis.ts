@@ -1,8 +1,7 @@
 /**
  * The limiter on Redis, shared by every gateway instance: one `EVALSHA` per admission
- * (`scripts/admit.lua`) and one per settlement (`scripts/settle.lua`, plus one small command per
- * spend tag, sent in the same tick). The scripts read Redis's clock (`TIME`), so instances with
- * skewed clocks agree.
+ * (`scripts/admit.lua`) and one per settlement (`scripts/settle.lua`). The scripts read Redis's
+ * clock (`TIME`) and answer it, so every instance learns its offset to that one clock (`now()`).
  *
  * Key layout (prefix `gw`; `{scope}` is the request's team, the Cluster hash tag, so one script
  * touches one slot; the scripts derive bucket and window names from the base names they get in KEYS,
@@ -10,29 +9,38 @@
  *
  *   gw:{scope}:v:key:<keyId>                 highest published key version     (7 days)
  *   gw:{scope}:v:team:<teamId>               highest published team version    (7 days)
+ *   gw:{scope}:live                          sorted set: request id -> lease expiry ms, requests
+ *                                            whose settlement counts something (30 days idle)
+ *   gw:{scope}:lres                          hash: request id -> its cost reservation ("amount\nkey...")
  *   <base>:rpm:<bucket>, <base>:tpm:<bucket> sliding-window buckets, bucket = floor(ms / windowMs) (2 x windowMs)
  *   <base>:par                               sorted set: lease id -> expiry ms  (leaseMs, renewed)
  *   <base>:b:<windowId>:spent | :res         budget spend and reservations      (window end + 1 h, at most 30 days idle)
- *   gw:{scope}:k:<keyId>:b:<windowId>:soft   soft-budget crossed flag (NX)      (as the budget)
- *   gw:{tag:<tag>}:spend                     live spend of a tag                (30 days after the last spend)
+ *   <base>:b:<windowId>:born                 when the spend counter was created (as the budget)
+ *   gw:{scope}:k:<keyId>:b:<windowId>:soft   soft budget crossed: the request id (NX, as the budget)
  *
  * where <base> is gw:{scope}:t:<teamId> (team), gw:{scope}:k:<keyId> (key) or
  * gw:{scope}:m:<keyId>:<model> (key+model). Absent limits write nothing.
+ *
+ * A reservation belongs to one request: it is entered in `live` with the lease's expiry and in
+ * `lres` with its amount. Settling takes it out (exactly once: a settlement counts only when its
+ * request is still in `live`); a request whose instance died stops being renewed, and the next
+ * admission in the scope releases it once its lease has expired.
  */
 import { readFileSync } from "node:fs";
 import { type Logger, silentLogger } from "../log";
 import { type CallOptions, createRedis, type Redis, type RedisScript } from "../redis/client";
 import {
   baseKeys,
+  costArg,
   hasParallel,
   LeaseBook,
-  money,
+  liveKeys,
   num,
+  reserves,
   type SpendWindow,
   spendWindow,
   subjects,
-  TAG_TTL_MS,
-  tagKey,
+  tracked,
   VERSION_TTL_MS,
   versionKey,
   wholeTokens,
@@ -54,15 +62,24 @@ const lua = (name: string) => readFileSync(new URL(`./scripts/${name}`, import.m
 export const ADMIT_LUA = lua("admit.lua");
 export const SETTLE_LUA = lua("settle.lua");
 
-/** Extends this request's parallel leases (Redis time); KEYS: the sorted sets. */
+/**
+ * Extends one request's leases (Redis time) and answers that time. KEYS: the scope's in-flight
+ * set when ARGV[3] is '1', then the parallel sorted sets (whose TTL follows their leases).
+ */
 export const RENEW_LUA = `local t = redis.call('TIME')
-local exp = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
-for _, k in ipairs(KEYS) do
-  if redis.call('ZADD', k, 'XX', 'GT', 'CH', string.format('%.0f', exp), ARGV[2]) == 1 then
-    redis.call('PEXPIRE', k, ARGV[1])
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = string.format('%.0f', now + tonumber(ARGV[1]))
+local first = 1
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[1], 'XX', 'GT', exp, ARGV[2])
+  first = 2
+end
+for i = first, #KEYS do
+  if redis.call('ZADD', KEYS[i], 'XX', 'GT', 'CH', exp, ARGV[2]) == 1 then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
   end
 end
-return 0`;
+return now`;
 
 /** Keeps the highest version. */
 export const VERSION_LUA = `local cur = tonumber(redis.call('GET', KEYS[1]))
@@ -72,11 +89,6 @@ else
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0`;
-
-/** Adds to a tag's spend. */
-export const TAG_LUA = `local v = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return v`;
 
 export interface RedisLimiterOptions extends LimiterOptions {
   /** A client to use (not closed by the limiter), or a URL to connect to (closed on `close()`). */
@@ -90,10 +102,13 @@ export interface RedisLimiterOptions extends LimiterOptions {
    * Default 1 000 ms.
    */
   commandTimeoutMs?: number;
+  /** This instance's clock (tests inject a skewed one); `now()` corrects it to Redis's. */
+  localNow?: () => number;
 }
 
 const n = String;
 const opt = (v: number | null) => (v === null ? "" : String(v));
+const flag = (b: boolean) => (b ? "1" : "");
 
 function spendArgs(w: SpendWindow | null, forSettle: boolean): string[] {
   if (!w) return ["", "", "0", "0"];
@@ -109,6 +124,9 @@ function rateOf(r: unknown[]): RateState {
   return rate;
 }
 
+/** A clock sample older than this is replaced by the next one, however slow its round trip. */
+const CLOCK_SAMPLE_MAX_AGE_MS = 10_000;
+
 export class RedisLimiter extends LeaseBook {
   readonly kind = "redis" as const;
   readonly redis: Redis;
@@ -118,24 +136,54 @@ export class RedisLimiter extends LeaseBook {
   private readonly settleScript: RedisScript;
   private readonly renewScript: RedisScript;
   private readonly versionScript: RedisScript;
-  private readonly tagScript: RedisScript;
   private readonly call: CallOptions;
+  private readonly localNow: () => number;
+  /** Redis time minus local time, from the reply with the shortest recent round trip. */
+  private offset = 0;
+  private sampleRtt = Number.POSITIVE_INFINITY;
+  private sampleAt = Number.NEGATIVE_INFINITY;
 
   constructor(options: RedisLimiterOptions) {
-    super({ windowMs: options.windowMs, leaseMs: options.leaseMs }, options.log ?? silentLogger);
+    super(
+      {
+        windowMs: options.windowMs,
+        leaseMs: options.leaseMs,
+        ...(options.settleRetryDelaysMs ? { settleRetryDelaysMs: options.settleRetryDelaysMs } : {}),
+      },
+      options.log ?? silentLogger,
+    );
     this.owned = typeof options.redis === "string";
     this.redis =
       typeof options.redis === "string"
         ? createRedis(options.redis, { prefix: options.prefix, log: options.log })
         : options.redis;
     this.prefix = this.redis.prefix;
-    this.call = { timeoutMs: options.commandTimeoutMs ?? LIMITER_DEFAULTS.commandTimeoutMs };
     if (/[{}]/.test(this.prefix)) throw new Error("the Redis key prefix must not contain { or }");
+    this.call = { timeoutMs: options.commandTimeoutMs ?? LIMITER_DEFAULTS.commandTimeoutMs };
+    this.localNow = options.localNow ?? Date.now;
     this.admitScript = this.redis.script(ADMIT_LUA);
     this.settleScript = this.redis.script(SETTLE_LUA);
     this.renewScript = this.redis.script(RENEW_LUA);
     this.versionScript = this.redis.script(VERSION_LUA);
-    this.tagScript = this.redis.script(TAG_LUA);
+  }
+
+  /** Redis's time: this instance's clock plus the learned offset (within half a round trip). */
+  now(): number {
+    return Math.floor(this.localNow() + this.offset);
+  }
+
+  /** Runs a script that answers Redis's time at `timeAt` in its reply, and learns the offset. */
+  private async timed(script: RedisScript, keys: string[], args: string[], timeAt: number): Promise<unknown[]> {
+    const sentAt = this.localNow();
+    const r = (await script.run(keys, args, this.call)) as unknown[];
+    const receivedAt = this.localNow();
+    const rtt = receivedAt - sentAt;
+    if (rtt <= this.sampleRtt || receivedAt - this.sampleAt > CLOCK_SAMPLE_MAX_AGE_MS) {
+      this.offset = Number(r[timeAt]) - (sentAt + receivedAt) / 2;
+      this.sampleRtt = rtt;
+      this.sampleAt = receivedAt;
+    }
+    return r;
   }
 
   protected async doAdmit(req: AdmissionRequest): Promise<Admission> {
@@ -145,9 +193,10 @@ export class RedisLimiter extends LeaseBook {
       n(this.options.leaseMs),
       req.requestId,
       n(wholeTokens(req.estimate.tokens)),
-      n(money(req.estimate.cost)),
+      costArg(req),
       n(req.key.version),
       n(req.team.version),
+      flag(tracked(req)),
     ];
     for (const [l, i] of [
       [team, 0],
@@ -165,8 +214,9 @@ export class RedisLimiter extends LeaseBook {
       versionKey(this.prefix, req.scope, "key", req.key.id),
       versionKey(this.prefix, req.scope, "team", req.team.id),
       ...baseKeys(this.prefix, req),
+      ...liveKeys(this.prefix, req.scope),
     ];
-    const r = (await this.admitScript.run(keys, args, this.call)) as unknown[];
+    const r = await this.timed(this.admitScript, keys, args, 1);
     const status = Number(r[0]);
     if (status === 2) return { ok: false, stale: true, which: r[1] === "team" ? "team" : "key" };
     const admittedAt = Number(r[1]);
@@ -190,9 +240,11 @@ export class RedisLimiter extends LeaseBook {
       n(lease.admittedAt),
       req.requestId,
       n(wholeTokens(req.estimate.tokens)),
-      n(money(req.estimate.cost)),
+      costArg(req),
       n(actual.tokens),
       n(actual.cost),
+      flag(tracked(req)),
+      flag(reserves(req)),
     ];
     subjects(req).forEach((l, i) => {
       const w = spendWindow(l, i === 1);
@@ -203,30 +255,26 @@ export class RedisLimiter extends LeaseBook {
         w?.soft == null ? "" : n(w.soft),
       );
     });
-    // Tags live in their own slots: separate commands, sent in the same tick as the settlement.
-    const tags =
-      actual.cost > 0
-        ? [...new Set(actual.tags)].map((t) =>
-            this.tagScript.run([tagKey(this.prefix, t)], [n(actual.cost), n(TAG_TTL_MS)], this.call),
-          )
-        : [];
-    const settle = this.settleScript.run(baseKeys(this.prefix, req), args, this.call) as Promise<unknown[]>;
-    const [r] = await Promise.all([settle, ...tags]);
+    const keys = [...baseKeys(this.prefix, req), ...liveKeys(this.prefix, req.scope)];
+    const r = await this.timed(this.settleScript, keys, args, 3);
     return { keySpend: Number(r[0]), teamSpend: Number(r[1]), keySoftBudgetCrossed: Number(r[2]) === 1 };
   }
 
   /** One EVALSHA per unsettled lease, all sent in the same tick (one pipelined batch). */
   protected async doRenew(leases: readonly Lease[]): Promise<void> {
     const lm = n(this.options.leaseMs);
-    const calls = leases
-      .filter((l) => hasParallel(l.request))
-      .map((lease) => {
-        const [team, key] = baseKeys(this.prefix, lease.request);
-        const keys: string[] = [];
-        if (num(lease.request.team.maxParallel) !== null) keys.push(`${team}:par`);
-        if (num(lease.request.key.maxParallel) !== null) keys.push(`${key}:par`);
-        return this.renewScript.run(keys, [lm, lease.requestId], this.call);
-      });
+    const calls = leases.map((lease) => {
+      const req = lease.request;
+      const [team, key] = baseKeys(this.prefix, req);
+      const keys: string[] = [];
+      const inLive = tracked(req);
+      if (inLive) keys.push(liveKeys(this.prefix, req.scope)[0]);
+      if (hasParallel(req)) {
+        if (num(req.team.maxParallel) !== null) keys.push(`${team}:par`);
+        if (num(req.key.maxParallel) !== null) keys.push(`${key}:par`);
+      }
+      return this.renewScript.run(keys, [lm, lease.requestId, flag(inLive)], this.call);
+    });
     const results = await Promise.allSettled(calls);
     const failed = results.find((r) => r.status === "rejected");
     if (failed) throw (failed as PromiseRejectedResult).reason;
@@ -238,11 +286,6 @@ export class RedisLimiter extends LeaseBook {
       [n(version), n(VERSION_TTL_MS)],
       this.call,
     );
-  }
-
-  async tagSpend(tag: string): Promise<number> {
-    const v = await this.redis.send("GET", [tagKey(this.prefix, tag)], this.call);
-    return v == null ? 0 : Number(v);
   }
 
   protected async shutdown(): Promise<void> {

@@ -56,8 +56,8 @@ export class ResilientLimiter implements Limiter {
     return this.shared.publishVersion(scope, which, id, version);
   }
 
-  tagSpend(tag: string): Promise<number> {
-    return this.shared.tagSpend(tag);
+  now(): number {
+    return this.shared.now();
   }
 
   async close(): Promise<void> {

@@ -93,8 +93,6 @@ export interface Settlement {
   /** Actual tokens (input + output) and cost; replace the reservation. */
   tokens: number;
   cost: number;
-  /** Spend tags of the key: live per-tag spend counters. */
-  tags: readonly string[];
 }
 
 export interface SettleResult {
@@ -110,15 +108,20 @@ export interface Limiter {
   /** One round trip: version check, rpm/tpm/parallel/budget checks, then counts and reservations. */
   admit(req: AdmissionRequest): Promise<Admission>;
   /**
-   * One round trip: releases the parallel slot, replaces the token and cost reservations with the
-   * actual values, adds the spend (key, key+model, team, tags). Safe to call after failures (actual
-   * zero) and never twice for one lease.
+   * One round trip: releases the parallel slot and the cost reservation, replaces the token
+   * reservation with the actual value, adds the spend (key, key+model, team). Counted exactly
+   * once per lease, even when retried after a lost reply; safe after failures (actual zero). A
+   * failed call is retried with backoff (bounded) before it rejects.
    */
   settle(lease: Lease, actual: Settlement): Promise<SettleResult>;
   /** Records that a key or team changed, so admissions holding an older version answer `stale`. */
   publishVersion(scope: string, which: "key" | "team", id: string, version: number): Promise<void>;
-  /** Live spend of a tag (for reports). */
-  tagSpend(tag: string): Promise<number>;
+  /**
+   * The limiter's clock (ms): Redis's own time (this instance's clock corrected by the offset
+   * learned from every reply) or the memory limiter's clock. Budget windows are picked with it,
+   * so instances with skewed clocks agree on them.
+   */
+  now(): number;
   close(): Promise<void>;
 }
 
@@ -126,8 +129,19 @@ export interface Limiter {
 export interface LimiterOptions {
   /** Length of the rpm/tpm window; 60 000 in production, shorter in tests. */
   windowMs: number;
-  /** A parallel lease not settled within this time is dropped (its instance died). Renewed while the request runs. */
+  /**
+   * What an unsettled request holds (parallel slot, cost reservation, its pending settlement) is
+   * dropped this long after the last renewal, so a dead instance's requests free what they held.
+   * Renewed every leaseMs/3 while the request runs.
+   */
   leaseMs: number;
+  /** Waits before each retry of a failed settlement (default 100 ms doubling to 4 s: ~8 s in all). */
+  settleRetryDelaysMs?: readonly number[];
 }
 
-export const LIMITER_DEFAULTS = { windowMs: 60_000, leaseMs: 120_000, commandTimeoutMs: 1_000 } as const;
+export const LIMITER_DEFAULTS = {
+  windowMs: 60_000,
+  leaseMs: 120_000,
+  commandTimeoutMs: 1_000,
+  settleRetryDelaysMs: [100, 250, 500, 1_000, 2_000, 4_000] as readonly number[],
+} as const;
