@@ -1,5 +1,6 @@
 /** Limits and budgets through the API, on the in-process limiter (the embedded default). */
 import { afterAll, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { signature } from "../src/alerts/webhooks";
 import { describeEachBackend, type ErrorWire, type TestGateway } from "./helpers/gateway";
 import { openaiCompletion, openaiFixture } from "./mocks/openai";
@@ -224,6 +225,20 @@ describeEachBackend(
         signature("hook-secret", h.get("x-gateway-timestamp") as string, (hooks[0] as { body: string }).body),
       );
       expect(gw().logs.some((l) => l.includes('"msg":"alert"') && l.includes(k.token_id))).toBe(true);
+    });
+
+    test("a soft budget without max_budget counts the key's stored spend on its budget window", async () => {
+      hooks.length = 0;
+      const k = await gw().newKey({ soft_budget: 0.5, budget_duration: "30d", key_alias: `soft-${Math.random()}` });
+      // Spend already recorded in this window, just under the soft budget.
+      await gw().opened.database.db.execute(sql`update api_keys set spend = 0.495 where token_id = ${k.token_id}`);
+      for (let i = 0; i < 3; i++) expect((await chat(k.key)).status).toBe(200);
+      await gw().inference.alerts.idle();
+      expect(hooks).toHaveLength(1);
+      const event = JSON.parse((hooks[0] as { body: string }).body);
+      expect(event).toMatchObject({ key: { token_id: k.token_id }, soft_budget: 0.5, max_budget: null });
+      expect(event.spend).toBeCloseTo(0.505, 10);
+      expect(event.window_ends_at).toBe(k.budget_reset_at);
     });
   },
   () => ({

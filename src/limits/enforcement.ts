@@ -43,7 +43,13 @@ export function admissionRequest(
     rpm: key.rpm_limit,
     tpm: key.tpm_limit,
     maxParallel: key.max_parallel_requests,
-    budget: key.max_budget != null ? budgetCheck(key.max_budget, keyWindow, key.spend) : null,
+    budget:
+      key.max_budget != null
+        ? budgetCheck(key.max_budget, keyWindow, key.spend)
+        : key.soft_budget != null
+          ? // A soft budget alone: spend tracked on the key's real window (and stored spend), never blocking.
+            budgetCheck(Number.POSITIVE_INFINITY, keyWindow, key.spend)
+          : null,
     softBudget: key.soft_budget,
   };
   const keyModel: Limits & { model: string } = {

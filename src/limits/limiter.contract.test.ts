@@ -645,7 +645,27 @@ for (const h of harnesses) {
       expect(await run("w1")).toBe(1);
       expect(await run("w1")).toBe(0);
       expect(await run("w2")).toBe(1);
-      // A soft budget without a budget is tracked too.
+      // A soft budget alone is tracked on its own window (a budget that never blocks), from the
+      // stored spend: 0.45 stored + 0.1 crosses 0.5 at once; once per window again.
+      const alone = (windowId: string, seed: number) =>
+        req({
+          key: { id: "k6", version: 1, budget: budget(Number.POSITIVE_INFINITY, seed, windowId), softBudget: 0.5 },
+        });
+      const w1 = await a.settle(leaseOf(await a.admit(alone("d1", 0.45))), { tokens: 0, cost: 0.1 });
+      expect(w1.keySoftBudgetCrossed).toBe(true);
+      expect(w1.keySpend).toBeCloseTo(0.55, 9);
+      expect(
+        (await b.settle(leaseOf(await b.admit(alone("d1", 0.45))), { tokens: 0, cost: 0.1 })).keySoftBudgetCrossed,
+      ).toBe(false);
+      const w2 = await a.settle(leaseOf(await a.admit(alone("d2", 0))), { tokens: 0, cost: 0.1 });
+      expect(w2).toMatchObject({ keySoftBudgetCrossed: false });
+      expect(w2.keySpend).toBeCloseTo(0.1, 9);
+      expect(
+        (await b.settle(leaseOf(await b.admit(alone("d2", 0))), { tokens: 0, cost: 0.45 })).keySoftBudgetCrossed,
+      ).toBe(true);
+      // Never blocking, whatever the spend.
+      expect((await a.admit(alone("d2", 0))).ok).toBe(true);
+      // Without any budget window, a soft budget is tracked from zero on a window that never ends.
       const soft = req({ key: { id: "k5", version: 1, softBudget: 0.5 } });
       const s1 = await a.settle(leaseOf(await a.admit(soft)), { tokens: 0, cost: 0.4 });
       expect(s1).toMatchObject({ keySoftBudgetCrossed: false });
