@@ -100,7 +100,8 @@ export class InferenceRun {
       ? this.estimate(model, canonical)
       : { tokens: 0, cost: 0 };
     for (let attempt = 0; attempt < 3; attempt++) {
-      const now = Date.now();
+      // The limiter's clock (Redis's with Redis): instances with skewed clocks pick the same windows.
+      const now = limiter.now();
       const seed = await this.modelSeed(p, model.name, now);
       const a = await limiter.admit(admissionRequest(p, model, this.ctx.requestId, estimate, now, seed));
       if (a.ok) {

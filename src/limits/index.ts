@@ -23,7 +23,7 @@ export interface CreateLimiterOptions extends Partial<LimiterOptions> {
   /** Redis only: a call unanswered this long fails like an unreachable Redis; default 1 000 ms. */
   commandTimeoutMs?: number;
   log?: Logger;
-  /** Memory only: the clock (ms). */
+  /** Memory: the clock (ms). Redis: this instance's clock, corrected to Redis's by a learned offset. */
   now?: () => number;
 }
 
@@ -39,6 +39,7 @@ export function createLimiter(options: CreateLimiterOptions = {}): Limiter & { r
       prefix: options.prefix,
       log: options.log,
       commandTimeoutMs: options.commandTimeoutMs ?? LIMITER_DEFAULTS.commandTimeoutMs,
+      ...(options.now ? { localNow: options.now } : {}),
     });
   return new MemoryLimiter({ ...base, now: options.now, log: options.log, store: new MemoryStore() });
 }

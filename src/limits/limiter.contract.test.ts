@@ -840,6 +840,31 @@ if (redisUp) {
       expect(performance.now() - started).toBeLessThan(500);
     });
 
+    test("now() is Redis's clock, whatever this instance's clock says, and follows it when it jumps", async () => {
+      const redis = createRedis(TEST_REDIS_URL, { prefix: uniquePrefix("clock") });
+      await redis.ready(5_000);
+      let skew = 3_600_000; // this instance's clock runs an hour ahead
+      const l = new RedisLimiter({ ...DEFAULTS, redis, localNow: () => Date.now() + skew });
+      cleanups.push(async () => {
+        await l.close();
+        await redis.close();
+      });
+      const redisNow = async () => {
+        const [sec, us] = (await redis.send("TIME", [])) as [string, string];
+        return Number(sec) * 1000 + Math.floor(Number(us) / 1000);
+      };
+      await l.syncClock();
+      // Within the round trips involved, far from the hour of skew.
+      expect(Math.abs(l.now() - (await redisNow()))).toBeLessThan(5_000);
+      // The local clock jumps back by two hours: the next reply corrects the offset.
+      skew = -3_600_000;
+      expect(Math.abs(l.now() - (await redisNow()))).toBeGreaterThan(3_000_000);
+      const x = leaseOf(await l.admit(req({ key: { id: "k", version: 1, rpm: 10 } })));
+      expect(Math.abs(x.admittedAt - (await redisNow()))).toBeLessThan(5_000);
+      expect(Math.abs(l.now() - (await redisNow()))).toBeLessThan(5_000);
+      await l.settle(x, zero);
+    });
+
     test("a limiter given a URL owns its client and closes it", async () => {
       const l = new RedisLimiter({ ...DEFAULTS, redis: TEST_REDIS_URL, prefix: uniquePrefix("owned") });
       await l.redis.ready(5_000);

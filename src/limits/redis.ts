@@ -165,6 +165,11 @@ export class RedisLimiter extends LeaseBook {
     this.settleScript = this.redis.script(SETTLE_LUA);
     this.renewScript = this.redis.script(RENEW_LUA);
     this.versionScript = this.redis.script(VERSION_LUA);
+    // Learn the offset as soon as Redis answers; every admission and settlement refines it.
+    this.redis
+      .ready()
+      .then(() => this.syncClock())
+      .catch(() => {});
   }
 
   /** Redis's time: this instance's clock plus the learned offset (within half a round trip). */
@@ -172,18 +177,36 @@ export class RedisLimiter extends LeaseBook {
     return Math.floor(this.localNow() + this.offset);
   }
 
+  /**
+   * Learns the offset from one reply carrying Redis's time: Redis read its clock between `sentAt`
+   * and `receivedAt`, so the midpoint is off by at most half the round trip. The sample with the
+   * shortest round trip wins, unless it is old or this one contradicts it (the local clock moved).
+   */
+  private learn(remote: number, sentAt: number, receivedAt: number): void {
+    if (!Number.isFinite(remote)) return;
+    const rtt = Math.max(0, receivedAt - sentAt);
+    const offset = remote - (sentAt + receivedAt) / 2;
+    const moved = Math.abs(offset - this.offset) > (rtt + this.sampleRtt) / 2 + 1;
+    if (moved || rtt <= this.sampleRtt || receivedAt - this.sampleAt > CLOCK_SAMPLE_MAX_AGE_MS) {
+      this.offset = offset;
+      this.sampleRtt = rtt;
+      this.sampleAt = receivedAt;
+    }
+  }
+
   /** Runs a script that answers Redis's time at `timeAt` in its reply, and learns the offset. */
   private async timed(script: RedisScript, keys: string[], args: string[], timeAt: number): Promise<unknown[]> {
     const sentAt = this.localNow();
     const r = (await script.run(keys, args, this.call)) as unknown[];
-    const receivedAt = this.localNow();
-    const rtt = receivedAt - sentAt;
-    if (rtt <= this.sampleRtt || receivedAt - this.sampleAt > CLOCK_SAMPLE_MAX_AGE_MS) {
-      this.offset = Number(r[timeAt]) - (sentAt + receivedAt) / 2;
-      this.sampleRtt = rtt;
-      this.sampleAt = receivedAt;
-    }
+    this.learn(Number(r[timeAt]), sentAt, this.localNow());
     return r;
+  }
+
+  /** Reads Redis's TIME once (at start, before the first admission) to learn the offset. */
+  async syncClock(): Promise<void> {
+    const sentAt = this.localNow();
+    const [s, us] = (await this.redis.send("TIME", [], this.call)) as [string, string];
+    this.learn(Number(s) * 1000 + Math.floor(Number(us) / 1000), sentAt, this.localNow());
   }
 
   protected async doAdmit(req: AdmissionRequest): Promise<Admission> {
@@ -273,7 +296,10 @@ export class RedisLimiter extends LeaseBook {
         if (num(req.team.maxParallel) !== null) keys.push(`${team}:par`);
         if (num(req.key.maxParallel) !== null) keys.push(`${key}:par`);
       }
-      return this.renewScript.run(keys, [lm, lease.requestId, flag(inLive)], this.call);
+      const sentAt = this.localNow();
+      return this.renewScript
+        .run(keys, [lm, lease.requestId, flag(inLive)], this.call)
+        .then((t) => this.learn(Number(t), sentAt, this.localNow()));
     });
     const results = await Promise.allSettled(calls);
     const failed = results.find((r) => r.status === "rejected");
