@@ -230,3 +230,25 @@ test("instances draining one spill at once write every row once and lose none", 
   expect(await s.count()).toBe(200);
   expect(await s.keySpend()).toBeCloseTo(2, 10);
 });
+
+test("the spend not yet written is known per key, team and key+model until its write commits", async () => {
+  if (!enabled()) return;
+  const s = await ledgerSetup("unwritten");
+  const ledger = new SpendLedger(s.db, silentLogger, { batchSize: 10, flushIntervalMs: 1_000_000, maxBuffered: 100 });
+  const unlock = await s.lockKeyRow();
+  for (let i = 0; i < 3; i++) ledger.record(row(i, "k1", "t1"));
+  ledger.record({ ...row(3, "k1", "t1"), model: "m/y" });
+  const u = ledger.unwritten("k1", "t1", "m/x");
+  expect(u.key).toBeCloseTo(0.04, 10);
+  expect(u.team).toBeCloseTo(0.04, 10);
+  expect(u.model).toBeCloseTo(0.03, 10);
+  const writing = ledger.flush();
+  await s.blockedWriter();
+  // Being written is not written yet.
+  expect(ledger.unwritten("k1", "t1", "m/y").model).toBeCloseTo(0.01, 10);
+  await unlock();
+  await writing;
+  expect(ledger.unwritten("k1", "t1", "m/x")).toEqual({ key: 0, team: 0, model: 0 });
+  expect(await s.keySpend()).toBeCloseTo(0.04, 10);
+  await ledger.close(1000);
+});

@@ -31,7 +31,11 @@ async function setup(mode: "fail_open" | "fail_closed"): Promise<{ gw: TestGatew
     redis,
     inference: {
       providers: { mk: { type: "openai", api_base: mock.url, api_key: "k" } },
-      models: [{ name: "mk/a", input_cost_per_token: 1e-6, output_cost_per_token: 1e-6 }],
+      models: [
+        { name: "mk/a", input_cost_per_token: 1e-6, output_cost_per_token: 1e-6 },
+        // 11 tokens a call: 0.011 each.
+        { name: "mk/p", input_cost_per_token: 1e-3, output_cost_per_token: 1e-3 },
+      ],
       router: { num_retries: 0 },
       redisFailure: mode,
       redisCommandTimeoutMs: 300,
@@ -45,10 +49,10 @@ async function setup(mode: "fail_open" | "fail_closed"): Promise<{ gw: TestGatew
   return { gw, proxy, redis };
 }
 
-const chat = (gw: TestGateway, key: string) =>
+const chat = (gw: TestGateway, key: string, model = "mk/a") =>
   gw.call<ErrorWire>("POST", "/v1/chat/completions", {
     key,
-    body: { model: "mk/a", messages: [{ role: "user", content: "hi" }] },
+    body: { model, messages: [{ role: "user", content: "hi" }] },
   });
 
 /** The reply, or a failure if there is none for so long that the request must be hanging. */
@@ -148,5 +152,32 @@ describe("Redis failure modes", () => {
     proxy.resume();
     expect((await untilReady(gw, "up")).status).toBe(200);
     expect((await chat(gw, k.key)).status).toBe(200);
+  });
+
+  test("fail_open: spend served during an outage reaches Redis's budget counters when it is back", async () => {
+    if (!requireRedis()) return;
+    const { gw, proxy, redis } = await setup("fail_open");
+    const k = await gw.newKey({ max_budget: 0.04 });
+    const spentKey = `${redis.prefix}:{${k.team_id}}:k:${k.token_id}:b:all:spent`;
+    const liveSpend = async () => Number(await redis.send("GET", [spentKey]));
+    expect((await chat(gw, k.key, "mk/p")).status).toBe(200);
+    expect(await liveSpend()).toBeCloseTo(0.011, 10);
+
+    proxy.cut();
+    await untilReady(gw, "down");
+    // Served and counted by this instance alone.
+    expect((await chat(gw, k.key, "mk/p")).status).toBe(200);
+    expect((await chat(gw, k.key, "mk/p")).status).toBe(200);
+
+    proxy.restore();
+    await untilReady(gw, "up");
+    // Back on Redis (0.011 + 0.011 < 0.04), which now also gets the 0.022 spent meanwhile.
+    expect((await chat(gw, k.key, "mk/p")).status).toBe(200);
+    for (let i = 0; i < 100 && (await liveSpend()) < 0.044 - 1e-9; i++) await Bun.sleep(50);
+    expect(await liveSpend()).toBeCloseTo(0.044, 10);
+    const refused = await chat(gw, k.key, "mk/p");
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.type).toBe("budget_exceeded");
+    expect(gw.logs.some((l) => l.includes("outage spend applied to Redis"))).toBe(true);
   });
 });

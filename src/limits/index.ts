@@ -4,11 +4,11 @@
  */
 import type { Logger } from "../log";
 import type { Redis } from "../redis/client";
-import { MemoryLimiter, MemoryStore } from "./memory";
+import { type LeaseBook, MemoryLimiter, MemoryStore } from "./memory";
 import { RedisLimiter } from "./redis";
-import { LIMITER_DEFAULTS, type Limiter, type LimiterOptions } from "./types";
+import { LIMITER_DEFAULTS, type LimiterOptions } from "./types";
 
-export { MemoryLimiter, MemoryStore } from "./memory";
+export { LeaseBook, MemoryLimiter, MemoryStore } from "./memory";
 export { RedisLimiter } from "./redis";
 export * from "./types";
 
@@ -27,7 +27,7 @@ export interface CreateLimiterOptions extends Partial<LimiterOptions> {
   now?: () => number;
 }
 
-export function createLimiter(options: CreateLimiterOptions = {}): Limiter & { renewLeases(): Promise<void> } {
+export function createLimiter(options: CreateLimiterOptions = {}): LeaseBook {
   const base: LimiterOptions = {
     windowMs: options.windowMs ?? LIMITER_DEFAULTS.windowMs,
     leaseMs: options.leaseMs ?? LIMITER_DEFAULTS.leaseMs,

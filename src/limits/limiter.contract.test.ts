@@ -6,15 +6,15 @@
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { requireRedis, TEST_REDIS_URL, uniquePrefix } from "../../test/helpers/redis";
 import { createRedis, type Redis } from "../redis/client";
-import { MemoryLimiter, MemoryStore } from "./memory";
+import { type LeaseBook, MemoryLimiter, MemoryStore } from "./memory";
 import { RedisLimiter } from "./redis";
 import type {
   Admission,
   AdmissionRequest,
   Lease,
-  Limiter,
   LimiterOptions,
   Limits,
+  Refusal,
   Settlement,
   SettleResult,
   Subject,
@@ -25,7 +25,7 @@ interface Faults {
   before: number;
   after: number;
 }
-type TestLimiter = Limiter & { renewLeases(): Promise<void>; faults: Faults };
+type TestLimiter = LeaseBook & { faults: Faults };
 
 async function withFaults(faults: Faults, settle: () => Promise<SettleResult>): Promise<SettleResult> {
   if (faults.before > 0) {
@@ -175,6 +175,7 @@ function redisHarness(): Harness {
 let seq = 0;
 interface ReqOver {
   scope?: string;
+  provisionalSeeds?: boolean;
   key?: Partial<Subject>;
   team?: Partial<Subject>;
   model?: Partial<Limits> & { model?: string };
@@ -189,6 +190,7 @@ function req(o: ReqOver = {}): AdmissionRequest {
     keyModel: { model: "gpt-x", ...o.model },
     team: { id: scope, version: 1, ...o.team },
     estimate: o.est ?? { tokens: 0, cost: 0 },
+    ...(o.provisionalSeeds ? { provisionalSeeds: true } : {}),
   };
 }
 
@@ -196,8 +198,8 @@ function leaseOf(a: Admission): Lease {
   if (!a.ok) throw new Error(`expected admission, got ${JSON.stringify(a)}`);
   return a.lease;
 }
-function refusal(a: Admission) {
-  if (a.ok || a.stale) throw new Error(`expected a refusal, got ${JSON.stringify(a)}`);
+function refusal(a: Admission): Refusal {
+  if (a.ok || a.stale || a.unseeded) throw new Error(`expected a refusal, got ${JSON.stringify(a)}`);
   return a;
 }
 const admitted = (as: Admission[]) => as.filter((a) => a.ok).length;
@@ -573,6 +575,64 @@ for (const h of harnesses) {
       expect(st.teamSpend).toBeCloseTo(2.4, 9);
       expect(st.keySpend).toBe(0);
       expect((await l.settle(t2, { tokens: 0, cost: 0.4 })).teamSpend).toBeCloseTo(2.8, 9);
+    });
+
+    test("provisional seeds never create a spend counter: admission answers unseeded and writes nothing", async () => {
+      const ns = await open();
+      const l = await ns.limiter();
+      const r = (provisionalSeeds: boolean, seed: number) =>
+        req({
+          key: { id: "k", version: 1, rpm: 5, budget: budget(1, seed) },
+          est: { tokens: 0, cost: 0.25 },
+          provisionalSeeds,
+        });
+      const cached = r(true, 0);
+      expect(await l.admit(cached)).toEqual({ ok: false, stale: false, unseeded: true });
+      expect([...(await ns.keys()).keys()]).toEqual([]);
+      // Fresh seeds create it (0.75 already spent: one reservation of 0.25 fills the budget).
+      const fresh = leaseOf(await l.admit(r(false, 0.75)));
+      expect(refusal(await l.admit(r(true, 0)))).toMatchObject({ kind: "budget" });
+      // Once the counter exists, provisional seeds are ignored like any seed.
+      expect((await l.settle(fresh, { tokens: 0, cost: 0.125 })).keySpend).toBeCloseTo(0.875, 9);
+      expect((await l.admit(r(true, 0))).ok).toBe(true);
+      // A tracked-only window (a soft budget alone) is a spend counter too.
+      const soft = req({
+        key: { id: "k2", version: 1, budget: budget(Number.POSITIVE_INFINITY, 0.3, "s"), softBudget: 1 },
+        provisionalSeeds: true,
+      });
+      expect((await l.admit(soft)).ok).toBe(false);
+      const s = await l.settle(leaseOf(await l.admit({ ...soft, provisionalSeeds: false })), { tokens: 0, cost: 0.1 });
+      expect(s.keySpend).toBeCloseTo(0.4, 9);
+      expect((await l.admit(soft)).ok).toBe(true);
+    });
+
+    test("replayed outage spend reaches counters older than the outage, once per request", async () => {
+      const ns = await open();
+      const l = await ns.limiter();
+      const r = (key: string) =>
+        req({ key: { id: key, version: 1, budget: budget(10, 0.5) }, team: { budget: budget(10, 1) } });
+      // Counters that existed before the outage.
+      await l.settle(leaseOf(await l.admit(r("old"))), zero);
+      await ns.sleep(5);
+      const since = await ns.now();
+      await ns.sleep(5);
+      // A counter created during the outage was seeded from the durable record: left alone.
+      const young = { ...r("young"), scope: "team-2", team: { id: "team-2", version: 1, budget: budget(10, 1) } };
+      await l.settle(leaseOf(await l.admit(young)), zero);
+      const spent = r("old");
+      const missing = { ...r("gone"), scope: "team-3", team: { id: "team-3", version: 1 } };
+      await l.replay([
+        { request: spent, cost: 0.25, since },
+        { request: spent, cost: 0.25, since },
+        { request: young, cost: 0.25, since },
+        { request: missing, cost: 0.25, since },
+      ]);
+      await l.replay([{ request: spent, cost: 0.25, since }]);
+      const check = async (x: AdmissionRequest) => l.settle(leaseOf(await l.admit(x)), zero);
+      expect(await check(r("old"))).toMatchObject({ keySpend: 0.75, teamSpend: 1.25 });
+      expect(await check(young)).toMatchObject({ keySpend: 0.5, teamSpend: 1 });
+      // No counter is created by a replay.
+      expect([...(await ns.keys()).keys()].some((k) => k.includes("{team-3}") && k.endsWith(":spent"))).toBe(false);
     });
 
     test("a new budget window starts from its own seed", async () => {

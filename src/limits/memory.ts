@@ -21,6 +21,7 @@ import {
   type LimitScope,
   type Limits,
   type RateState,
+  type ReplayEntry,
   type Settlement,
   type SettleResult,
   type Subject,
@@ -142,6 +143,8 @@ export abstract class LeaseBook implements Limiter {
   protected abstract doRenew(leases: readonly Lease[]): Promise<void>;
   abstract publishVersion(scope: string, which: "key" | "team", id: string, version: number): Promise<void>;
   abstract now(): number;
+  /** Adds spend counted elsewhere meanwhile (see `ReplayEntry`); each request at most once. */
+  abstract replay(entries: readonly ReplayEntry[]): Promise<void>;
   protected abstract shutdown(): Promise<void>;
 
   async admit(req: AdmissionRequest): Promise<Admission> {
@@ -187,6 +190,15 @@ export abstract class LeaseBook implements Limiter {
         await sleep(delay);
       }
     }
+  }
+
+  /**
+   * One more attempt at a settlement that failed for good (its retries ran out): counted only if
+   * the request is still in flight, so never twice.
+   */
+  settleAgain(lease: Lease, actual: Settlement): Promise<SettleResult> {
+    if (this.closed) return Promise.reject(new Error("limiter is closed"));
+    return this.doSettle(lease, { tokens: wholeTokens(actual.tokens), cost: money(actual.cost) });
   }
 
   /** Extends what every unsettled request holds; runs every leaseMs/3 on its own. */
@@ -447,6 +459,12 @@ export function versionKey(prefix: string, scope: string, which: "key" | "team",
 }
 /** The estimated cost as the scripts see it (also part of the reservation record). */
 export const costArg = (req: AdmissionRequest): string => String(money(req.estimate.cost));
+/** Marks a request whose spend was replayed (idempotence of `replay`). */
+export function replayKey(prefix: string, scope: string, requestId: string): string {
+  return `${prefix}:{${scope}}:rp:${requestId}`;
+}
+/** How long a replay mark is kept. */
+export const REPLAY_MARK_TTL_MS = 24 * 3_600_000;
 
 /** Subtracts a released reservation from a sum; an empty sum is deleted. */
 function release(st: MemoryStore, key: string, amount: number, now: number): void {
@@ -505,6 +523,17 @@ export class MemoryLimiter extends LeaseBook {
     const tv = st.num(versionKey(P, req.scope, "team", req.team.id), now);
     if (tv !== undefined && tv > req.team.version) return { ok: false, stale: true, which: "team" };
 
+    const bases = baseKeys(P, req);
+    // A spend counter to create from seeds read from a cache: ask for fresh ones first.
+    if (req.provisionalSeeds) {
+      for (const [i, l] of subjects(req).entries()) {
+        const b = spendWindow(l, false);
+        if (b && st.num(`${bases[i]}:b:${b.id}:spent`, now) === undefined) {
+          return { ok: false, stale: false, unseeded: true };
+        }
+      }
+    }
+
     // Requests whose lease expired without a settlement (their instance died): release their
     // reservations, a bounded number per call.
     if (isTracked) {
@@ -529,7 +558,6 @@ export class MemoryLimiter extends LeaseBook {
       return { c, p, est: p * (1 - frac) + c };
     };
 
-    const bases = baseKeys(P, req);
     const S: Sub[] = subjects(req).map((l, i) => {
       const s: Sub = {
         base: bases[i] as string,
@@ -720,6 +748,24 @@ export class MemoryLimiter extends LeaseBook {
         const pk = `${base}:par`;
         if (this.store.zraise(pk, lease.requestId, now + LEASE, now)) this.store.expire(pk, LEASE, now);
       }
+    }
+  }
+
+  async replay(entries: readonly ReplayEntry[]): Promise<void> {
+    const now = this.clock();
+    for (const { request: req, cost, since } of entries) {
+      if (!(money(cost) > 0)) continue;
+      if (!this.store.setNx(replayKey(P, req.scope, req.requestId), 1, REPLAY_MARK_TTL_MS, now)) continue;
+      const bases = baseKeys(P, req);
+      subjects(req).forEach((l, i) => {
+        const b = spendWindow(l, i === 1);
+        if (!b) return;
+        const sk = `${bases[i]}:b:${b.id}:spent`;
+        const spent = this.store.num(sk, now);
+        const born = this.store.num(`${bases[i]}:b:${b.id}:born`, now);
+        if (spent !== undefined && (born === undefined || born <= since))
+          this.store.replace(sk, spent + money(cost), now);
+      });
     }
   }
 

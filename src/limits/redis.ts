@@ -35,7 +35,10 @@ import {
   hasParallel,
   LeaseBook,
   liveKeys,
+  money,
   num,
+  REPLAY_MARK_TTL_MS,
+  replayKey,
   reserves,
   type SpendWindow,
   spendWindow,
@@ -54,6 +57,7 @@ import {
   type LimitKind,
   type LimitScope,
   type RateState,
+  type ReplayEntry,
   type Settlement,
   type SettleResult,
 } from "./types";
@@ -80,6 +84,25 @@ for i = first, #KEYS do
   end
 end
 return now`;
+
+/**
+ * Adds one request's spend, counted elsewhere during an outage, to the spend counters that existed
+ * before it began (`ReplayEntry`); once per request (a mark in its scope).
+ * KEYS[1..3] base names (team, key, key+model), KEYS[4] the mark; ARGV[1] cost, [2] outage start
+ * (ms), [3] mark TTL, [4..6] spend window ids ('' = none).
+ */
+export const REPLAY_LUA = `if not redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[3]) then return 0 end
+for i = 1, 3 do
+  local wid = ARGV[3 + i]
+  if wid ~= '' then
+    local sk = KEYS[i] .. ':b:' .. wid .. ':spent'
+    if redis.call('EXISTS', sk) == 1 then
+      local born = tonumber(redis.call('GET', KEYS[i] .. ':b:' .. wid .. ':born'))
+      if not born or born <= tonumber(ARGV[2]) then redis.call('INCRBYFLOAT', sk, ARGV[1]) end
+    end
+  end
+end
+return 1`;
 
 /** Keeps the highest version. */
 export const VERSION_LUA = `local cur = tonumber(redis.call('GET', KEYS[1]))
@@ -136,6 +159,7 @@ export class RedisLimiter extends LeaseBook {
   private readonly settleScript: RedisScript;
   private readonly renewScript: RedisScript;
   private readonly versionScript: RedisScript;
+  private readonly replayScript: RedisScript;
   private readonly call: CallOptions;
   private readonly localNow: () => number;
   /** Redis time minus local time, from the reply with the shortest recent round trip. */
@@ -165,6 +189,7 @@ export class RedisLimiter extends LeaseBook {
     this.settleScript = this.redis.script(SETTLE_LUA);
     this.renewScript = this.redis.script(RENEW_LUA);
     this.versionScript = this.redis.script(VERSION_LUA);
+    this.replayScript = this.redis.script(REPLAY_LUA);
     // Learn the offset as soon as Redis answers; every admission and settlement refines it.
     this.redis
       .ready()
@@ -220,6 +245,7 @@ export class RedisLimiter extends LeaseBook {
       n(req.key.version),
       n(req.team.version),
       flag(tracked(req)),
+      flag(req.provisionalSeeds === true),
     ];
     for (const [l, i] of [
       [team, 0],
@@ -242,6 +268,7 @@ export class RedisLimiter extends LeaseBook {
     const r = await this.timed(this.admitScript, keys, args, 1);
     const status = Number(r[0]);
     if (status === 2) return { ok: false, stale: true, which: r[1] === "team" ? "team" : "key" };
+    if (status === 3) return { ok: false, stale: false, unseeded: true };
     const admittedAt = Number(r[1]);
     if (status === 1)
       return { ok: true, lease: { requestId: req.requestId, request: req, admittedAt }, rate: rateOf(r) };
@@ -301,6 +328,27 @@ export class RedisLimiter extends LeaseBook {
         .run(keys, [lm, lease.requestId, flag(inLive)], this.call)
         .then((t) => this.learn(Number(t), sentAt, this.localNow()));
     });
+    const results = await Promise.allSettled(calls);
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  /** One EVALSHA per request, all sent in the same tick. */
+  async replay(entries: readonly ReplayEntry[]): Promise<void> {
+    const calls = entries
+      .filter((e) => money(e.cost) > 0)
+      .map(({ request: req, cost, since }) =>
+        this.replayScript.run(
+          [...baseKeys(this.prefix, req), replayKey(this.prefix, req.scope, req.requestId)],
+          [
+            n(money(cost)),
+            n(since),
+            n(REPLAY_MARK_TTL_MS),
+            ...subjects(req).map((l, i) => spendWindow(l, i === 1)?.id ?? ""),
+          ],
+          this.call,
+        ),
+      );
     const results = await Promise.allSettled(calls);
     const failed = results.find((r) => r.status === "rejected");
     if (failed) throw (failed as PromiseRejectedResult).reason;

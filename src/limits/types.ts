@@ -19,7 +19,7 @@ export interface BudgetCheck {
   windowEndsAt: number;
   /**
    * Spend already recorded durably for this window, used only when the live counter does not exist
-   * (first use, or a Redis that lost its data).
+   * (first use, or a Redis that lost its data). See `AdmissionRequest.provisionalSeeds`.
    */
   seed: number;
 }
@@ -56,6 +56,12 @@ export interface AdmissionRequest {
   team: Subject;
   /** Reserved before the call and reconciled by `settle`: prompt estimate + output cap, and its cost. */
   estimate: { tokens: number; cost: number };
+  /**
+   * The seeds come from cached records: when a spend counter they would create does not exist,
+   * admission answers `unseeded` (writing nothing) and the caller retries with seeds read fresh
+   * from the durable record. Absent or false: missing counters are created from the seeds given.
+   */
+  provisionalSeeds?: boolean;
 }
 
 export type LimitKind = "rpm" | "tpm" | "parallel" | "budget";
@@ -78,16 +84,22 @@ export interface Lease {
 export type Admission =
   | { ok: true; lease: Lease; rate: RateState }
   /** A newer version of the key or team was published: reload it and try again. */
-  | { ok: false; stale: true; which: "key" | "team" }
-  | {
-      ok: false;
-      stale: false;
-      kind: LimitKind;
-      scope: LimitScope;
-      limit: number;
-      retryAfterMs: number;
-      rate: RateState;
-    };
+  | { ok: false; stale: true; unseeded?: undefined; which: "key" | "team" }
+  /** A spend counter must be created and the seeds were provisional: read them fresh, try again. */
+  | { ok: false; stale: false; unseeded: true }
+  | Refusal;
+
+/** A limit was reached. */
+export interface Refusal {
+  ok: false;
+  stale: false;
+  unseeded?: undefined;
+  kind: LimitKind;
+  scope: LimitScope;
+  limit: number;
+  retryAfterMs: number;
+  rate: RateState;
+}
 
 export interface Settlement {
   /** Actual tokens (input + output) and cost; replace the reservation. */
@@ -123,6 +135,20 @@ export interface Limiter {
    */
   now(): number;
   close(): Promise<void>;
+}
+
+/**
+ * Spend a request made while the shared limiter could not be reached (counted only by the
+ * per-instance fallback), to add to the shared counters once it answers again.
+ */
+export interface ReplayEntry {
+  request: AdmissionRequest;
+  cost: number;
+  /**
+   * Limiter time when the outage began. Only counters that already existed then get the spend: a
+   * counter created since was seeded from the durable record, which has (or will have) it.
+   */
+  since: number;
 }
 
 /** Options shared by both implementations. */

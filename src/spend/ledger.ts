@@ -33,6 +33,8 @@ export class SpendLedger {
   private failures = 0;
   /** Rows of the batch being written (out of the buffer meanwhile). */
   private writing = 0;
+  /** Cost of the rows not yet written (buffered or being written), by key, team and key+model. */
+  private readonly unwrittenCost = new Map<string, number>();
   private readonly spillTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(
@@ -47,6 +49,7 @@ export class SpendLedger {
   }
 
   record(row: NewRequestLog): void {
+    this.account([row], 1);
     this.buffer.push(row);
     if (this.buffer.length > this.opts.maxBuffered)
       this.overflow(this.buffer.splice(0, this.buffer.length - this.opts.maxBuffered));
@@ -54,6 +57,7 @@ export class SpendLedger {
   }
 
   private overflow(rows: NewRequestLog[]): void {
+    this.account(rows, -1);
     const spill = this.opts.spill;
     if (!spill) {
       this.log.error("spend buffer full: oldest request logs dropped", { dropped: rows.length });
@@ -72,6 +76,29 @@ export class SpendLedger {
   /** Rows not yet written: buffered, plus the batch being written. */
   get pending(): number {
     return this.buffer.length + this.writing;
+  }
+
+  /**
+   * Spend this instance recorded but has not written yet, of a key, a team and a key on a model:
+   * part of the seeds of live counters rebuilt meanwhile (the database does not have it yet).
+   */
+  unwritten(tokenId: string, teamId: string, model: string): { key: number; team: number; model: number } {
+    const get = (id: string) => this.unwrittenCost.get(id) ?? 0;
+    return { key: get(`k:${tokenId}`), team: get(`t:${teamId}`), model: get(`m:${tokenId}\u0000${model}`) };
+  }
+
+  private account(rows: readonly NewRequestLog[], sign: 1 | -1): void {
+    for (const r of rows) {
+      const cost = r.cost ?? 0;
+      if (!(cost > 0)) continue;
+      const ids = r.token_id ? [`k:${r.token_id}`, `m:${r.token_id}\u0000${r.model}`] : [];
+      if (r.team_id) ids.push(`t:${r.team_id}`);
+      for (const id of ids) {
+        const v = (this.unwrittenCost.get(id) ?? 0) + sign * cost;
+        if (v > 1e-12) this.unwrittenCost.set(id, v);
+        else this.unwrittenCost.delete(id);
+      }
+    }
   }
 
   /** Writes everything buffered now; resolves when done or when the database refused (rows kept). */
@@ -99,6 +126,7 @@ export class SpendLedger {
     if (this.timer) clearTimeout(this.timer);
     if (this.buffer.length === 0) return;
     const rest = this.buffer.splice(0);
+    this.account(rest, -1);
     try {
       if (!this.opts.spill) throw new Error("no Redis configured");
       await this.opts.spill.push(rest);
@@ -131,6 +159,7 @@ export class SpendLedger {
         this.putBack(batch);
         return;
       }
+      this.account(batch, -1);
     }
     await this.drainSpill();
   }

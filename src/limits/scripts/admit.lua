@@ -6,11 +6,12 @@
 -- KEYS[6] the scope's in-flight set, KEYS[7] its reservation records.
 -- ARGV[1] windowMs  [2] leaseMs  [3] requestId  [4] estimated tokens  [5] estimated cost
 -- ARGV[6] key version  [7] team version  [8] tracked ('1': settling counts something; enter the
--- request in the in-flight set)
--- then per subject (team, key, model), 7 each: rpm, tpm, maxParallel, budget window id, budget limit,
--- window end (ms, 0 = never), seed. '' = absent.
+-- request in the in-flight set)  [9] provisional seeds ('1': answer unseeded rather than create a
+-- spend counter from them)
+-- then per subject (team, key, model), 7 each: rpm, tpm, maxParallel, spend window id, budget limit
+-- ('' with a window id: spend tracked, never blocking), window end (ms, 0 = never), seed. '' = absent.
 --
--- Reply: {1, now, rate...} admitted | {2, 'key'|'team'} stale |
+-- Reply: {1, now, rate...} admitted | {2, 'key'|'team'} stale | {3} unseeded |
 --        {0, now, rate..., kind, scope, limit, retryAfterMs} refused
 -- where rate... = requests limit, remaining, resetMs, tokens limit, remaining, resetMs (-1: none).
 
@@ -20,6 +21,7 @@ local rid = ARGV[3]
 local tokens = tonumber(ARGV[4])
 local cost = tonumber(ARGV[5])
 local tracked = ARGV[8] == '1'
+local provisional = ARGV[9] == '1'
 local LIVE = KEYS[6]
 local LRES = KEYS[7]
 
@@ -50,7 +52,7 @@ local SCOPES = {'team', 'key', 'model'}
 local S = {}
 local names = {KEYS[1], KEYS[2]}
 for i = 1, 3 do
-  local o = 8 + (i - 1) * 7
+  local o = 9 + (i - 1) * 7
   local base = KEYS[2 + i]
   local s = {base = base, scope = SCOPES[i], rpm = arg(o + 1), tpm = arg(o + 2), par = arg(o + 3),
     wid = ARGV[o + 4], blimit = arg(o + 5), ends = tonumber(ARGV[o + 6]), seed = tonumber(ARGV[o + 7])}
@@ -64,12 +66,15 @@ for i = 1, 3 do
     names[s.ti] = base .. ':tpm:' .. cur
     names[s.ti + 1] = base .. ':tpm:' .. prev
   end
-  if s.wid ~= '' and s.blimit then
-    s.bi = #names + 1
+  if s.wid ~= '' then
+    s.si = #names + 1
     s.sk = base .. ':b:' .. s.wid .. ':spent'
-    s.rk = base .. ':b:' .. s.wid .. ':res'
-    names[s.bi] = s.sk
-    names[s.bi + 1] = s.rk
+    names[s.si] = s.sk
+    if s.blimit then
+      s.bi = s.si
+      s.rk = base .. ':b:' .. s.wid .. ':res'
+      names[s.bi + 1] = s.rk
+    end
   end
   S[i] = s
 end
@@ -77,6 +82,13 @@ local vals = redis.call('MGET', unpack(names))
 
 if vals[1] and tonumber(vals[1]) > tonumber(ARGV[6]) then return {2, 'key'} end
 if vals[2] and tonumber(vals[2]) > tonumber(ARGV[7]) then return {2, 'team'} end
+
+-- A spend counter to create from seeds read from a cache: ask for fresh ones first.
+if provisional then
+  for i = 1, 3 do
+    if S[i].si and not vals[S[i].si] then return {3} end
+  end
+end
 
 -- Requests whose lease expired without a settlement (their instance died): release their
 -- reservations, a bounded number per call.
