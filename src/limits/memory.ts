@@ -612,12 +612,13 @@ export class MemoryLimiter extends LeaseBook {
 
     for (const s of S) {
       const b = s.spend;
-      if (!b || b.limit === null) continue;
+      if (!b) continue;
       s.sk = `${s.base}:b:${b.id}:spent`;
-      s.rk = `${s.base}:b:${b.id}:res`;
       const spent = st.num(s.sk, now);
       s.missing = spent === undefined;
       s.spent = spent ?? b.seed;
+      if (b.limit === null) continue; // tracked, never blocking
+      s.rk = `${s.base}:b:${b.id}:res`;
       s.res = st.num(s.rk, now) ?? 0;
       if (s.spent + s.res >= b.limit)
         return refuse("budget", s.scope, b.limit, b.endsAt > 0 ? Math.max(0, b.endsAt - now) : 0);
@@ -654,10 +655,10 @@ export class MemoryLimiter extends LeaseBook {
         st.zadd(s.pk, req.requestId, now + LEASE, now);
         st.expire(s.pk, LEASE, now);
       }
-      if (s.sk && s.rk && s.spend) {
+      if (s.sk && s.spend) {
         const ttl = this.budgetTtl(s.spend.endsAt, now);
         if (s.missing) this.createSpent(s.sk, s.spent as number, ttl, now);
-        if (cost > 0) {
+        if (s.rk && cost > 0) {
           st.set(s.rk, (s.res as number) + cost, ttl, now);
           resKeys.push(s.rk);
         }

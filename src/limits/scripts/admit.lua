@@ -194,9 +194,11 @@ end
 -- Budgets: team, key, model.
 for i = 1, 3 do
   local s = S[i]
+  if s.si then
+    s.missing = not vals[s.si]
+    s.spent = tonumber(vals[s.si]) or s.seed
+  end
   if s.bi then
-    s.missing = not vals[s.bi]
-    s.spent = tonumber(vals[s.bi]) or s.seed
     s.res = tonumber(vals[s.bi + 1]) or 0
     if s.spent + s.res >= s.blimit then
       local retry = 0
@@ -242,13 +244,13 @@ for i = 1, 3 do
     redis.call('ZADD', s.pk, exp, rid)
     redis.call('PEXPIRE', s.pk, LEASE)
   end
-  if s.bi then
+  if s.si then
     local ttl = budgetTtl(s.ends)
     if s.missing then
       redis.call('SET', s.sk, fmt(s.spent), 'PX', ttl)
       redis.call('SET', s.base .. ':b:' .. s.wid .. ':born', fmt(now), 'PX', ttl)
     end
-    if cost > 0 then
+    if s.bi and cost > 0 then
       redis.call('SET', s.rk, fmt(s.res + cost), 'PX', ttl)
       resKeys[#resKeys + 1] = s.rk
     end
