@@ -179,5 +179,15 @@ describe("Redis failure modes", () => {
     expect(refused.status).toBe(429);
     expect(refused.body.error.type).toBe("budget_exceeded");
     expect(gw.logs.some((l) => l.includes("outage spend applied to Redis"))).toBe(true);
+
+    // A second outage starts the per-instance limiter afresh, from the database (0.044 spent), not
+    // from what it counted in the first one (0.033).
+    await gw.flush();
+    proxy.cut();
+    await untilReady(gw, "down");
+    const again = await chat(gw, k.key, "mk/p");
+    expect(again.status).toBe(429);
+    expect(again.body.error.type).toBe("budget_exceeded");
+    proxy.restore();
   });
 });

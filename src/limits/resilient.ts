@@ -12,7 +12,7 @@
  */
 import { GatewayError } from "../http/errors";
 import type { Logger } from "../log";
-import { type LeaseBook, money, spendWindow, subjects } from "./memory";
+import { type LeaseBook, MemoryLimiter, money, spendWindow, subjects } from "./memory";
 import type { Admission, AdmissionRequest, Lease, Limiter, ReplayEntry, Settlement, SettleResult } from "./types";
 
 export type RedisFailureMode = "fail_open" | "fail_closed";
@@ -56,7 +56,12 @@ export class ResilientLimiter implements Limiter {
       a = await this.shared.admit(req);
     } catch (e) {
       this.complain(e);
-      this.outageSince ??= this.lastOk;
+      if (this.outageSince === undefined) {
+        this.outageSince = this.lastOk;
+        // Each outage starts the fallback afresh: counters left from an earlier outage missed all
+        // the spend since, and a missing counter is seeded from the database.
+        if (this.fallback instanceof MemoryLimiter && this.fallback.inFlight === 0) this.fallback.store.clear();
+      }
       if (this.mode === "fail_closed") {
         throw new GatewayError(
           503,
