@@ -1,7 +1,8 @@
 /**
  * The limiter on Redis, shared by every gateway instance: one `EVALSHA` per admission
- * (`scripts/admit.lua`) and one per settlement (`scripts/settle.lua`). The scripts read Redis's
- * clock (`TIME`) and answer it, so every instance learns its offset to that one clock (`now()`).
+ * (`scripts/admit.lua`) and one per settlement (`scripts/settle.lua`); a second admission only when
+ * a spend counter must be created (`provisionalSeeds`). The scripts read Redis's clock (`TIME`) and
+ * answer it, so every instance learns its offset to that one clock (`now()`).
  *
  * Key layout (prefix `gw`; `{scope}` is the request's team, the Cluster hash tag, so one script
  * touches one slot; the scripts derive bucket and window names from the base names they get in KEYS,
@@ -17,6 +18,7 @@
  *   <base>:b:<windowId>:spent | :res         budget spend and reservations      (window end + 1 h, at most 30 days idle)
  *   <base>:b:<windowId>:born                 when the spend counter was created (as the budget)
  *   gw:{scope}:k:<keyId>:b:<windowId>:soft   soft budget crossed: the request id (NX, as the budget)
+ *   gw:{scope}:rp:<requestId>                outage spend of this request replayed (1 day)
  *
  * where <base> is gw:{scope}:t:<teamId> (team), gw:{scope}:k:<keyId> (key) or
  * gw:{scope}:m:<keyId>:<model> (key+model). Absent limits write nothing.
