@@ -16,7 +16,7 @@ import { responsesRoutes } from "./inference/responses-routes";
 import { inferenceRoutes } from "./inference/routes";
 import { keyRoutes } from "./keys/routes";
 import type { KeyPrincipal } from "./limits/enforcement";
-import { ModelSpendSeeds } from "./limits/seeds";
+import { SpendSeeds } from "./limits/seeds";
 import type { Limiter } from "./limits/types";
 import type { Logger } from "./log";
 import { openApiDocument } from "./openapi/document";
@@ -67,7 +67,7 @@ export function createApp(deps: AppDeps) {
     alerts: deps.alerts,
     defaultOutputTokens: deps.defaultOutputTokens,
     reauthenticate: (p: KeyPrincipal) => deps.authenticator.reauthenticate(p),
-    modelSeeds: new ModelSpendSeeds(deps.database.db),
+    seeds: new SpendSeeds(deps.database.db, deps.log, deps.ledger),
   };
   return new Elysia()
     .onParse(({ request, contentType }) => {

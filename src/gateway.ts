@@ -24,6 +24,8 @@ export interface InferenceConfig {
   redisFailure?: RedisFailureMode;
   defaultOutputTokens?: number;
   leaseMs?: number;
+  /** Limiter calls to Redis unanswered this long count as Redis unreachable (default 1000). */
+  redisCommandTimeoutMs?: number;
   alerts?: { webhooks: WebhookTarget[]; maxAttempts: number };
 }
 
@@ -81,7 +83,12 @@ export function buildInference(
   const local = createLimiter({ leaseMs, log, ...(opts.now ? { now: opts.now } : {}) });
   const limiter = opts.redis
     ? new ResilientLimiter(
-        createLimiter({ redis: opts.redis, leaseMs, log }),
+        createLimiter({
+          redis: opts.redis,
+          leaseMs,
+          log,
+          commandTimeoutMs: cfg.redisCommandTimeoutMs ?? LIMITER_DEFAULTS.commandTimeoutMs,
+        }),
         local,
         cfg.redisFailure ?? "fail_open",
         log,

@@ -93,4 +93,24 @@ describe("configuration", () => {
     );
     expect(loadConfig({ GATEWAY_CONFIG: file("empty.yaml", "") }).port).toBe(4000);
   });
+
+  test("limits and Redis settings: defaults, values and bounds", () => {
+    expect(loadConfig({ GATEWAY_CONFIG: file("none.yaml", "") })).toMatchObject({
+      redisFailure: "fail_open",
+      redisCommandTimeoutMs: 1000,
+      leaseMs: 120_000,
+    });
+    const set = file(
+      "limits.yaml",
+      "limits:\n  redis_failure: fail_closed\n  lease_seconds: 30\nredis:\n  key_prefix: gw2\n  command_timeout_ms: 250\n",
+    );
+    expect(loadConfig({ GATEWAY_CONFIG: set })).toMatchObject({
+      redisFailure: "fail_closed",
+      leaseMs: 30_000,
+      redisPrefix: "gw2",
+      redisCommandTimeoutMs: 250,
+    });
+    failsWith({ GATEWAY_CONFIG: file("t0.yaml", "redis:\n  command_timeout_ms: 0\n") }, "redis.command_timeout_ms");
+    failsWith({ GATEWAY_CONFIG: file("tx.yaml", "redis:\n  command_timeout_ms: soon\n") }, "redis.command_timeout_ms");
+  });
 });

@@ -157,6 +157,8 @@ export const FileConfig = T.Object(
         {
           /** Prefix of every Redis key and channel the gateway uses (default "gw"). */
           key_prefix: T.Optional(T.String({ pattern: "^[A-Za-z0-9_.:-]{1,64}$" })),
+          /** Limiter calls (admission, settlement, lease renewal) unanswered this long count as Redis unreachable (default 1000). */
+          command_timeout_ms: T.Optional(PositiveInt(60_000)),
         },
         { additionalProperties: false },
       ),

@@ -31,6 +31,8 @@ export interface Config {
   responsesRetentionMs: number;
   redisFailure: "fail_open" | "fail_closed";
   redisPrefix: string;
+  /** Limiter calls to Redis unanswered this long count as Redis unreachable. */
+  redisCommandTimeoutMs: number;
   defaultOutputTokens: number;
   leaseMs: number;
   alerts: { webhooks: WebhookTarget[]; maxAttempts: number };
@@ -48,6 +50,7 @@ export const DEFAULTS = {
   responsesRetentionDays: 30,
   defaultOutputTokens: 1024,
   leaseSeconds: 120,
+  redisCommandTimeoutMs: 1000,
 };
 
 const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
@@ -115,6 +118,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     responsesRetentionMs: (file.responses?.retention_days ?? DEFAULTS.responsesRetentionDays) * 86_400_000,
     redisFailure: file.limits?.redis_failure ?? "fail_open",
     redisPrefix: file.redis?.key_prefix ?? "gw",
+    redisCommandTimeoutMs: file.redis?.command_timeout_ms ?? DEFAULTS.redisCommandTimeoutMs,
     defaultOutputTokens: file.limits?.default_output_tokens ?? DEFAULTS.defaultOutputTokens,
     leaseMs: (file.limits?.lease_seconds ?? DEFAULTS.leaseSeconds) * 1000,
     alerts: { webhooks: file.alerts?.webhooks ?? [], maxAttempts: file.alerts?.max_attempts ?? 5 },

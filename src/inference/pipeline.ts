@@ -11,10 +11,17 @@ import type { Catalog, ServedModel } from "../catalog/catalog";
 import { costOf } from "../catalog/cost";
 import { badRequest, GatewayError } from "../http/errors";
 import { SSE_HEADERS } from "../http/sse";
-import { admissionRequest, type KeyPrincipal, needsEstimate, rateHeaders, refusalError } from "../limits/enforcement";
-import type { ModelSpendSeeds } from "../limits/seeds";
+import {
+  admissionRequest,
+  cachedSeeds,
+  type KeyPrincipal,
+  needsEstimate,
+  rateHeaders,
+  refusalError,
+  type Seeds,
+} from "../limits/enforcement";
+import type { SpendSeeds } from "../limits/seeds";
 import type { Lease, Limiter, RateState } from "../limits/types";
-import { periodWindow } from "../limits/windows";
 import type { Logger } from "../log";
 import { type CanonicalRequest, emptyUsage, type StreamEvent, type Usage } from "../protocols/canonical";
 import type { NativeForwarding, Protocol, ProtocolContext, StreamEncoder, StreamTracker } from "../protocols/protocol";
@@ -23,7 +30,6 @@ import type { ImageFetcher } from "../providers/images";
 import type { CallContext, Deployment, ProviderAdapter, UpstreamTiming } from "../providers/types";
 import { type Router, type RouteTrace, toClientError } from "../routing/router";
 import type { SpendLedger } from "../spend/ledger";
-import { durationMs } from "../util/duration";
 import { authorizeModel } from "./access";
 import { countTokens, estimatePromptTokens, promptText } from "./estimate";
 import { newRequestId } from "./request-id";
@@ -44,8 +50,8 @@ export interface InferenceDeps {
   defaultOutputTokens?: number;
   /** Re-reads a key and its team from the database (they changed on another instance). */
   reauthenticate?(p: KeyPrincipal): Promise<Principal>;
-  /** Seeds of per-model budget windows from the request log. */
-  modelSeeds?: ModelSpendSeeds;
+  /** Durable spend read fresh when a live spend counter has to be created. */
+  seeds?: SpendSeeds;
 }
 
 export interface RequestContext {
@@ -99,16 +105,23 @@ export class InferenceRun {
     const estimate = needsEstimate(p.key, p.team, model.name)
       ? this.estimate(model, canonical)
       : { tokens: 0, cost: 0 };
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const now = Date.now();
-      const seed = await this.modelSeed(p, model.name, now);
-      const a = await limiter.admit(admissionRequest(p, model, this.ctx.requestId, estimate, now, seed));
+    // The limiter's clock (Redis's with Redis): instances with skewed clocks pick the same windows.
+    const now = limiter.now();
+    // Seeds of spend counters: the cached records' until a counter has to be created.
+    let seeds: Seeds | undefined;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const a = await limiter.admit(admissionRequest(p, model, this.ctx.requestId, estimate, now, seeds));
       if (a.ok) {
         this.lease = a.lease;
         this.rate = a.rate;
         return;
       }
+      if (a.unseeded) {
+        seeds = this.deps.seeds ? await this.deps.seeds.load(p, model.name, now) : cachedSeeds(p, now);
+        continue;
+      }
       if (!a.stale) throw refusalError(a, model.name);
+      seeds = undefined;
       // The key or team changed on another instance: re-read it; it may now be refused outright.
       const fresh = await reauthenticate(p);
       if (fresh.kind !== "key") return;
@@ -117,13 +130,6 @@ export class InferenceRun {
       authorizeModel(this.deps.catalog, fresh, this.requested);
     }
     throw new GatewayError(503, "The key changed while the request was admitted; retry", { code: "key_changed" });
-  }
-
-  private async modelSeed(p: KeyPrincipal, model: string, now: number): Promise<number> {
-    const budget = p.key.model_max_budget[model];
-    if (!budget || !this.deps.modelSeeds) return 0;
-    const w = periodWindow(budget.time_period, now);
-    return this.deps.modelSeeds.get(p.key.token_id, model, w.endsAt - durationMs(budget.time_period), w.endsAt);
   }
 
   /** Prompt tokens (tokenizer) plus the output cap (or a bounded default), and what they would cost. */
@@ -197,7 +203,7 @@ export class InferenceRun {
     const lease = this.lease;
     if (!lease || !key || !team || !deps.limiter) return;
     deps.limiter
-      .settle(lease, { tokens: o.usage.inputTokens + o.usage.outputTokens, cost, tags: key.tags })
+      .settle(lease, { tokens: o.usage.inputTokens + o.usage.outputTokens, cost })
       .then((settled) => {
         if (settled.keySoftBudgetCrossed && key.soft_budget != null) {
           const window = lease.request.key.budget;

@@ -24,16 +24,41 @@ export function needsEstimate(key: KeyRow, team: TeamRow, model: string): boolea
   );
 }
 
+/** Durable spend of the key, the team, and the key on the model, in the windows of one admission. */
+export interface Seeds {
+  key: number;
+  team: number;
+  model: number;
+}
+
+/**
+ * Seeds from the cached records alone (their spend as of when they were read; per-model spend
+ * unknown): provisional, used until a spend counter has to be created (see `SpendSeeds`).
+ */
+export function cachedSeeds(p: KeyPrincipal, now: number): Seeds {
+  const keyWindow = recordWindow(p.key.budget_duration, p.key.budget_reset_at, now);
+  const teamWindow = recordWindow(p.team.budget_duration, p.team.budget_reset_at, now);
+  return {
+    key: keyWindow.storedSpendCounts ? p.key.spend : 0,
+    team: teamWindow.storedSpendCounts ? p.team.spend : 0,
+    model: 0,
+  };
+}
+
 export function admissionRequest(
   p: KeyPrincipal,
   model: ServedModel,
   requestId: string,
   estimate: { tokens: number; cost: number },
   now: number,
-  /** Durable spend of the key on this model in the current per-model window. */
-  modelSeed = 0,
+  /**
+   * Seeds read fresh from the database. Absent: the cached records' (provisional: a spend counter
+   * that does not exist yet is not created from them; admission answers `unseeded` instead).
+   */
+  seeds?: Seeds,
 ): AdmissionRequest {
   const { key, team } = p;
+  const s = seeds ?? cachedSeeds(p, now);
   const keyWindow = recordWindow(key.budget_duration, key.budget_reset_at, now);
   const teamWindow = recordWindow(team.budget_duration, team.budget_reset_at, now);
   const modelBudget = key.model_max_budget[model.name];
@@ -43,7 +68,13 @@ export function admissionRequest(
     rpm: key.rpm_limit,
     tpm: key.tpm_limit,
     maxParallel: key.max_parallel_requests,
-    budget: key.max_budget != null ? budgetCheck(key.max_budget, keyWindow, key.spend) : null,
+    budget:
+      key.max_budget != null
+        ? budgetCheck(key.max_budget, keyWindow, s.key)
+        : key.soft_budget != null
+          ? // A soft budget alone: spend tracked on the key's real window (and stored spend), never blocking.
+            budgetCheck(Number.POSITIVE_INFINITY, keyWindow, s.key)
+          : null,
     softBudget: key.soft_budget,
   };
   const keyModel: Limits & { model: string } = {
@@ -51,7 +82,7 @@ export function admissionRequest(
     rpm: key.model_rpm_limit[model.name] ?? null,
     tpm: key.model_tpm_limit[model.name] ?? null,
     budget: modelBudget
-      ? { ...budgetCheck(modelBudget.budget_limit, periodWindow(modelBudget.time_period, now), 0), seed: modelSeed }
+      ? budgetCheck(modelBudget.budget_limit, periodWindow(modelBudget.time_period, now), s.model)
       : null,
   };
   const teamSubject: Subject = {
@@ -60,9 +91,17 @@ export function admissionRequest(
     rpm: team.rpm_limit,
     tpm: team.tpm_limit,
     maxParallel: team.max_parallel_requests,
-    budget: team.max_budget != null ? budgetCheck(team.max_budget, teamWindow, team.spend) : null,
+    budget: team.max_budget != null ? budgetCheck(team.max_budget, teamWindow, s.team) : null,
   };
-  return { scope: team.team_id, requestId, key: keySubject, keyModel, team: teamSubject, estimate };
+  return {
+    scope: team.team_id,
+    requestId,
+    key: keySubject,
+    keyModel,
+    team: teamSubject,
+    estimate,
+    provisionalSeeds: seeds === undefined,
+  };
 }
 
 const SCOPE_TEXT: Record<LimitScope, (model: string) => string> = {

@@ -4,11 +4,11 @@
  */
 import type { Logger } from "../log";
 import type { Redis } from "../redis/client";
-import { MemoryLimiter, MemoryStore } from "./memory";
+import { type LeaseBook, MemoryLimiter, MemoryStore } from "./memory";
 import { RedisLimiter } from "./redis";
-import { LIMITER_DEFAULTS, type Limiter, type LimiterOptions } from "./types";
+import { LIMITER_DEFAULTS, type LimiterOptions } from "./types";
 
-export { MemoryLimiter, MemoryStore } from "./memory";
+export { LeaseBook, MemoryLimiter, MemoryStore } from "./memory";
 export { RedisLimiter } from "./redis";
 export * from "./types";
 
@@ -20,17 +20,26 @@ export interface CreateLimiterOptions extends Partial<LimiterOptions> {
   redis?: Redis | string | null;
   /** Key prefix when `redis` is a URL; default `gw`. */
   prefix?: string;
+  /** Redis only: a call unanswered this long fails like an unreachable Redis; default 1 000 ms. */
+  commandTimeoutMs?: number;
   log?: Logger;
-  /** Memory only: the clock (ms). */
+  /** Memory: the clock (ms). Redis: this instance's clock, corrected to Redis's by a learned offset. */
   now?: () => number;
 }
 
-export function createLimiter(options: CreateLimiterOptions = {}): Limiter & { renewLeases(): Promise<void> } {
+export function createLimiter(options: CreateLimiterOptions = {}): LeaseBook {
   const base: LimiterOptions = {
     windowMs: options.windowMs ?? LIMITER_DEFAULTS.windowMs,
     leaseMs: options.leaseMs ?? LIMITER_DEFAULTS.leaseMs,
   };
   if (options.redis)
-    return new RedisLimiter({ ...base, redis: options.redis, prefix: options.prefix, log: options.log });
+    return new RedisLimiter({
+      ...base,
+      redis: options.redis,
+      prefix: options.prefix,
+      log: options.log,
+      commandTimeoutMs: options.commandTimeoutMs ?? LIMITER_DEFAULTS.commandTimeoutMs,
+      ...(options.now ? { localNow: options.now } : {}),
+    });
   return new MemoryLimiter({ ...base, now: options.now, log: options.log, store: new MemoryStore() });
 }

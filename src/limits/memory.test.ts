@@ -40,7 +40,7 @@ test("expired keys are swept, so nothing accumulates", async () => {
   for (let i = 0; i < 50; i++) {
     const a = await l.admit({ ...req(5, 100), key: { id: `k${i}`, version: 1, rpm: 100, maxParallel: 5 } });
     if (!a.ok) throw new Error("refused");
-    if (i % 2) await l.settle(a.lease, { tokens: 1, cost: 0, tags: [] });
+    if (i % 2) await l.settle(a.lease, { tokens: 1, cost: 0 });
   }
   expect(store.size).toBeGreaterThan(50);
   t += 10_000;
@@ -57,4 +57,26 @@ test("createLimiter: memory by default, Redis when given a client or URL", async
   expect(r.kind).toBe("redis");
   expect(r).toBeInstanceOf(RedisLimiter);
   expect(() => createLimiter({ windowMs: 0 })).toThrow();
+});
+
+test("rpm, as documented: never more than N in an aligned window; up to 2N - 1 in a rolling one at worst", async () => {
+  const W = 60_000;
+  const N = 10;
+  // Start 100 ms before a window boundary: the worst case is a burst there, then a steady stream.
+  let t = 1_800_000_000_000 - (1_800_000_000_000 % W) - 100;
+  const l = new MemoryLimiter({ windowMs: W, leaseMs: 120_000, now: () => t });
+  open.push(l);
+  const admittedAt: number[] = [];
+  const end = t + 2 * W;
+  while (t < end) {
+    if ((await l.admit(req(null, N))).ok) admittedAt.push(t);
+    else t += 50;
+  }
+  const inAligned = new Map<number, number>();
+  for (const a of admittedAt) inAligned.set(Math.floor(a / W), (inAligned.get(Math.floor(a / W)) ?? 0) + 1);
+  expect(Math.max(...inAligned.values())).toBe(N);
+  let rolling = 0;
+  for (const a of admittedAt) rolling = Math.max(rolling, admittedAt.filter((b) => b >= a && b < a + W).length);
+  expect(rolling).toBeGreaterThan(N);
+  expect(rolling).toBeLessThanOrEqual(2 * N - 1);
 });

@@ -19,7 +19,7 @@ export interface BudgetCheck {
   windowEndsAt: number;
   /**
    * Spend already recorded durably for this window, used only when the live counter does not exist
-   * (first use, or a Redis that lost its data).
+   * (first use, or a Redis that lost its data). See `AdmissionRequest.provisionalSeeds`.
    */
   seed: number;
 }
@@ -56,6 +56,12 @@ export interface AdmissionRequest {
   team: Subject;
   /** Reserved before the call and reconciled by `settle`: prompt estimate + output cap, and its cost. */
   estimate: { tokens: number; cost: number };
+  /**
+   * The seeds come from cached records: when a spend counter they would create does not exist,
+   * admission answers `unseeded` (writing nothing) and the caller retries with seeds read fresh
+   * from the durable record. Absent or false: missing counters are created from the seeds given.
+   */
+  provisionalSeeds?: boolean;
 }
 
 export type LimitKind = "rpm" | "tpm" | "parallel" | "budget";
@@ -78,23 +84,27 @@ export interface Lease {
 export type Admission =
   | { ok: true; lease: Lease; rate: RateState }
   /** A newer version of the key or team was published: reload it and try again. */
-  | { ok: false; stale: true; which: "key" | "team" }
-  | {
-      ok: false;
-      stale: false;
-      kind: LimitKind;
-      scope: LimitScope;
-      limit: number;
-      retryAfterMs: number;
-      rate: RateState;
-    };
+  | { ok: false; stale: true; unseeded?: undefined; which: "key" | "team" }
+  /** A spend counter must be created and the seeds were provisional: read them fresh, try again. */
+  | { ok: false; stale: false; unseeded: true }
+  | Refusal;
+
+/** A limit was reached. */
+export interface Refusal {
+  ok: false;
+  stale: false;
+  unseeded?: undefined;
+  kind: LimitKind;
+  scope: LimitScope;
+  limit: number;
+  retryAfterMs: number;
+  rate: RateState;
+}
 
 export interface Settlement {
   /** Actual tokens (input + output) and cost; replace the reservation. */
   tokens: number;
   cost: number;
-  /** Spend tags of the key: live per-tag spend counters. */
-  tags: readonly string[];
 }
 
 export interface SettleResult {
@@ -110,24 +120,54 @@ export interface Limiter {
   /** One round trip: version check, rpm/tpm/parallel/budget checks, then counts and reservations. */
   admit(req: AdmissionRequest): Promise<Admission>;
   /**
-   * One round trip: releases the parallel slot, replaces the token and cost reservations with the
-   * actual values, adds the spend (key, key+model, team, tags). Safe to call after failures (actual
-   * zero) and never twice for one lease.
+   * One round trip: releases the parallel slot and the cost reservation, replaces the token
+   * reservation with the actual value, adds the spend (key, key+model, team). Counted exactly
+   * once per lease, even when retried after a lost reply; safe after failures (actual zero). A
+   * failed call is retried with backoff (bounded) before it rejects.
    */
   settle(lease: Lease, actual: Settlement): Promise<SettleResult>;
   /** Records that a key or team changed, so admissions holding an older version answer `stale`. */
   publishVersion(scope: string, which: "key" | "team", id: string, version: number): Promise<void>;
-  /** Live spend of a tag (for reports). */
-  tagSpend(tag: string): Promise<number>;
+  /**
+   * The limiter's clock (ms): Redis's own time (this instance's clock corrected by the offset
+   * learned from every reply) or the memory limiter's clock. Budget windows are picked with it,
+   * so instances with skewed clocks agree on them.
+   */
+  now(): number;
   close(): Promise<void>;
+}
+
+/**
+ * Spend a request made while the shared limiter could not be reached (counted only by the
+ * per-instance fallback), to add to the shared counters once it answers again.
+ */
+export interface ReplayEntry {
+  request: AdmissionRequest;
+  cost: number;
+  /**
+   * Limiter time when the outage began. Only counters that already existed then get the spend: a
+   * counter created since was seeded from the durable record, which has (or will have) it.
+   */
+  since: number;
 }
 
 /** Options shared by both implementations. */
 export interface LimiterOptions {
   /** Length of the rpm/tpm window; 60 000 in production, shorter in tests. */
   windowMs: number;
-  /** A parallel lease not settled within this time is dropped (its instance died). Renewed while the request runs. */
+  /**
+   * What an unsettled request holds (parallel slot, cost reservation, its pending settlement) is
+   * dropped this long after the last renewal, so a dead instance's requests free what they held.
+   * Renewed every leaseMs/3 while the request runs.
+   */
   leaseMs: number;
+  /** Waits before each retry of a failed settlement (default 100 ms doubling to 4 s: ~8 s in all). */
+  settleRetryDelaysMs?: readonly number[];
 }
 
-export const LIMITER_DEFAULTS: LimiterOptions = { windowMs: 60_000, leaseMs: 120_000 };
+export const LIMITER_DEFAULTS = {
+  windowMs: 60_000,
+  leaseMs: 120_000,
+  commandTimeoutMs: 1_000,
+  settleRetryDelaysMs: [100, 250, 500, 1_000, 2_000, 4_000] as readonly number[],
+} as const;

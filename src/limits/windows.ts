@@ -34,8 +34,9 @@ export function periodWindow(timePeriod: string, now: number): BudgetWindow {
   return { id: `${timePeriod}:${start}`, endsAt: start + step, storedSpendCounts: false };
 }
 
-export function budgetCheck(limit: number, w: BudgetWindow, storedSpend: number): BudgetCheck {
-  return { limit, windowId: w.id, windowEndsAt: w.endsAt, seed: w.storedSpendCounts ? storedSpend : 0 };
+/** A budget on window `w`, seeded with the durable spend already recorded in it. */
+export function budgetCheck(limit: number, w: BudgetWindow, seed: number): BudgetCheck {
+  return { limit, windowId: w.id, windowEndsAt: w.endsAt, seed };
 }
 
 /** The next reset moment after `now` for a stored window that has ended (for the durable reset). */

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { requireRedis, TEST_REDIS_URL, uniquePrefix } from "../../test/helpers/redis";
 import { startTcpProxy, type TcpProxy } from "../../test/helpers/tcp-proxy";
-import { createRedis, type Redis, RedisUnavailableError } from "./client";
+import { createRedis, type Redis, RedisTimeoutError, RedisUnavailableError } from "./client";
 
 const target = new URL(TEST_REDIS_URL);
 const viaProxy = (proxy: TcpProxy) => {
@@ -151,6 +151,38 @@ try {
     proxy.restore();
     await r.ready(5_000);
     await r.ping();
+  });
+
+  test("a Redis that stops answering on an open connection: calls time out, the connection is replaced, recovery", async () => {
+    const proxy = startTcpProxy(target.hostname, Number(target.port || 6379));
+    cleanups.push(() => proxy.stop());
+    const r = track(
+      createRedis(viaProxy(proxy), {
+        prefix: uniquePrefix("stall"),
+        minBackoffMs: 10,
+        maxBackoffMs: 100,
+        connectTimeoutMs: 500,
+      }),
+    );
+    const s = r.script(`return '${Math.random()}'`);
+    await r.ready(5_000);
+    expect(typeof (await s.run([], [], { timeoutMs: 300 }))).toBe("string");
+
+    proxy.stall();
+    const stalled = await s.run([], [], { timeoutMs: 300 }).catch((x: unknown) => x);
+    expect(stalled).toBeInstanceOf(RedisTimeoutError);
+    expect(stalled).toBeInstanceOf(RedisUnavailableError);
+    // The silent connection was dropped: the next calls fail at once instead of waiting too.
+    expect(r.isConnected).toBe(false);
+    const next = await s.run([], [], { timeoutMs: 60_000 }).catch((x: unknown) => x);
+    expect(next).toBeInstanceOf(Error);
+    expect(next).not.toBeInstanceOf(RedisTimeoutError);
+    expect(await r.ping(300).catch((x: unknown) => x)).toBeInstanceOf(RedisUnavailableError);
+
+    proxy.resume();
+    await r.ready(5_000);
+    expect(typeof (await s.run([], [], { timeoutMs: 300 }))).toBe("string");
+    await r.ping(300);
   });
 
   test("the subscriber receives messages and resubscribes after a reconnect", async () => {

@@ -13,6 +13,10 @@
  *   and the call retried once as `EVAL` of the source, in the same pipeline, so the retry cannot
  *   miss the script again.
  * - `subscriber()` opens a separate connection for pub/sub that resubscribes after reconnecting.
+ * - A Redis that stops answering while the TCP connection stays open would leave calls waiting
+ *   forever: calls given a `timeoutMs` (the limiter's, and `ping`) reject with `RedisTimeoutError`
+ *   after it, and when nothing at all came back on the connection since the call was sent, the
+ *   connection is dropped and reconnected, so the calls after it fail at once instead of waiting.
  */
 import { RedisClient } from "bun";
 import { type Logger, silentLogger } from "../log";
@@ -36,12 +40,25 @@ export class RedisUnavailableError extends Error {
   }
 }
 
+/** No answer within the call's time limit: treated like an unreachable Redis. */
+export class RedisTimeoutError extends RedisUnavailableError {
+  constructor(what: string, ms: number) {
+    super(`${what} timed out after ${ms} ms: no answer from Redis`);
+    this.name = "RedisTimeoutError";
+  }
+}
+
+export interface CallOptions {
+  /** Reject with `RedisTimeoutError` after this long (and reconnect when the connection is silent). */
+  timeoutMs?: number;
+}
+
 /** A registered Lua script. */
 export interface RedisScript {
   readonly sha: string;
   readonly source: string;
   /** One `EVALSHA` (on `NOSCRIPT`: reload and retry once). Pass numbers as strings. */
-  run(keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  run(keys: readonly string[], args: readonly string[], opts?: CallOptions): Promise<unknown>;
 }
 
 export type MessageListener = (message: string, channel: string) => void;
@@ -60,7 +77,7 @@ export interface Redis {
   /** `prefix:part:part...` */
   key(...parts: (string | number)[]): string;
   /** One raw command (arguments as strings). Rejects at once while disconnected. */
-  send(command: string, args: readonly string[]): Promise<unknown>;
+  send(command: string, args: readonly string[], opts?: CallOptions): Promise<unknown>;
   script(source: string): RedisScript;
   /** Publishes on `prefix:channel`; resolves with the number of receivers. */
   publish(channel: string, message: string): Promise<number>;
@@ -75,7 +92,7 @@ export interface Redis {
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new RedisUnavailableError(`${what} timed out after ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new RedisTimeoutError(what, ms)), ms);
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
@@ -184,6 +201,23 @@ class Supervisor {
     this.timer.unref?.();
   }
 
+  /**
+   * Drops a connection that stopped answering and connects anew (a fresh client: the old one may
+   * still hold calls waiting for replies that will never come). Calls fail at once meanwhile.
+   */
+  recycle(c: RedisClient): void {
+    if (this.stopped || c !== this.client) return;
+    this.log.warn("redis stopped answering; reconnecting", { role: this.role });
+    this.client = this.make();
+    this.up = false;
+    this.attempt = Math.max(this.attempt, 1);
+    c.onclose = null;
+    c.close();
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    void this.connect();
+  }
+
   /** Resolves when connected (now or later); rejects after `ms`. */
   ready(ms: number): Promise<void> {
     if (this.connected) return Promise.resolve();
@@ -243,18 +277,41 @@ export function createRedis(url: string, options: RedisConnectOptions = {}): Red
 
   const closedError = () => new RedisUnavailableError("redis client is closed");
 
-  const send = (command: string, args: readonly string[]): Promise<unknown> => {
-    if (sup.isStopped) return Promise.reject(closedError());
-    return sup.client.send(command, args as string[]);
+  /** When each connection last got any reply (or error) back: silent connections are stalled. */
+  const lastReply = new WeakMap<RedisClient, number>();
+  const heard = (c: RedisClient) => () => void lastReply.set(c, performance.now());
+  const tracked = <T>(c: RedisClient, p: Promise<T>): Promise<T> => {
+    p.then(heard(c), heard(c));
+    return p;
+  };
+  /** Applies the time limit; a connection silent since the call was sent is replaced. */
+  const limited = <T>(c: RedisClient, p: Promise<T>, what: string, opts?: CallOptions): Promise<T> => {
+    const ms = opts?.timeoutMs;
+    if (!ms || ms <= 0) return p;
+    const sentAt = performance.now();
+    return withTimeout(p, ms, what).catch((e: unknown) => {
+      if (e instanceof RedisTimeoutError && (lastReply.get(c) ?? Number.NEGATIVE_INFINITY) < sentAt) sup.recycle(c);
+      throw e;
+    });
   };
 
-  const run = async (s: ScriptState, keys: readonly string[], args: readonly string[]): Promise<unknown> => {
-    if (sup.isStopped) throw closedError();
+  const send = (command: string, args: readonly string[], opts?: CallOptions): Promise<unknown> => {
+    if (sup.isStopped) return Promise.reject(closedError());
+    const c = sup.client;
+    return limited(c, tracked(c, c.send(command, args as string[])), `redis ${command}`, opts);
+  };
+
+  const run = (s: ScriptState, keys: readonly string[], args: readonly string[], opts?: CallOptions) => {
+    if (sup.isStopped) return Promise.reject(closedError());
+    return limited(sup.client, evalsha(s, keys, args), "redis script", opts);
+  };
+
+  const evalsha = async (s: ScriptState, keys: readonly string[], args: readonly string[]): Promise<unknown> => {
     const c = sup.client;
     if (s.loadedOn !== c && c.connected) load(s, c);
     const argv = [s.sha, String(keys.length), ...keys, ...args];
     try {
-      return await c.send("EVALSHA", argv);
+      return await tracked(c, c.send("EVALSHA", argv));
     } catch (e) {
       if (!isNoScript(e)) throw e;
       // Reload (SCRIPT LOAD, for the calls that follow) and retry once with EVAL of the source,
@@ -266,7 +323,7 @@ export function createRedis(url: string, options: RedisConnectOptions = {}): Red
           s.reloading = undefined;
         });
       }
-      return await c2.send("EVAL", [s.source, ...argv.slice(1)]);
+      return await tracked(c2, c2.send("EVAL", [s.source, ...argv.slice(1)]));
     }
   };
 
@@ -286,14 +343,14 @@ export function createRedis(url: string, options: RedisConnectOptions = {}): Red
         if (sup.connected) load(s, sup.client);
       }
       const state = s;
-      return { sha, source, run: (keys, args) => run(state, keys, args) };
+      return { sha, source, run: (keys, args, opts) => run(state, keys, args, opts) };
     },
     async publish(channel, message) {
       return Number(await send("PUBLISH", [`${prefix}:${channel}`, message]));
     },
     async ping(timeoutMs = 1_000) {
       if (!sup.connected) throw new RedisUnavailableError("redis is not connected");
-      const reply = await withTimeout(send("PING", []), timeoutMs, "redis ping");
+      const reply = await send("PING", [], { timeoutMs });
       if (reply !== "PONG") throw new RedisUnavailableError(`unexpected PING reply: ${String(reply)}`);
     },
     ready: (timeoutMs = timing.connectTimeoutMs) => sup.ready(timeoutMs),

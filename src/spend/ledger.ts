@@ -11,7 +11,7 @@ import { eq, getTableColumns, sql } from "drizzle-orm";
 import type { Logger } from "../log";
 import { type Db, resultRows } from "../store/db";
 import { apiKeys, type NewRequestLog, requestLogs, teams } from "../store/schema";
-import type { SpillStore } from "./spill";
+import type { SpillBatch, SpillStore } from "./spill";
 
 export interface LedgerOptions {
   batchSize: number;
@@ -31,6 +31,10 @@ export class SpendLedger {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private flushing: Promise<void> | undefined;
   private failures = 0;
+  /** Rows of the batch being written (out of the buffer meanwhile). */
+  private writing = 0;
+  /** Cost of the rows not yet written (buffered or being written), by key, team and key+model. */
+  private readonly unwrittenCost = new Map<string, number>();
   private readonly spillTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(
@@ -45,6 +49,7 @@ export class SpendLedger {
   }
 
   record(row: NewRequestLog): void {
+    this.account([row], 1);
     this.buffer.push(row);
     if (this.buffer.length > this.opts.maxBuffered)
       this.overflow(this.buffer.splice(0, this.buffer.length - this.opts.maxBuffered));
@@ -52,6 +57,7 @@ export class SpendLedger {
   }
 
   private overflow(rows: NewRequestLog[]): void {
+    this.account(rows, -1);
     const spill = this.opts.spill;
     if (!spill) {
       this.log.error("spend buffer full: oldest request logs dropped", { dropped: rows.length });
@@ -67,8 +73,32 @@ export class SpendLedger {
     );
   }
 
+  /** Rows not yet written: buffered, plus the batch being written. */
   get pending(): number {
-    return this.buffer.length;
+    return this.buffer.length + this.writing;
+  }
+
+  /**
+   * Spend this instance recorded but has not written yet, of a key, a team and a key on a model:
+   * part of the seeds of live counters rebuilt meanwhile (the database does not have it yet).
+   */
+  unwritten(tokenId: string, teamId: string, model: string): { key: number; team: number; model: number } {
+    const get = (id: string) => this.unwrittenCost.get(id) ?? 0;
+    return { key: get(`k:${tokenId}`), team: get(`t:${teamId}`), model: get(`m:${tokenId}\u0000${model}`) };
+  }
+
+  private account(rows: readonly NewRequestLog[], sign: 1 | -1): void {
+    for (const r of rows) {
+      const cost = r.cost ?? 0;
+      if (!(cost > 0)) continue;
+      const ids = r.token_id ? [`k:${r.token_id}`, `m:${r.token_id}\u0000${r.model}`] : [];
+      if (r.team_id) ids.push(`t:${r.team_id}`);
+      for (const id of ids) {
+        const v = (this.unwrittenCost.get(id) ?? 0) + sign * cost;
+        if (v > 1e-12) this.unwrittenCost.set(id, v);
+        else this.unwrittenCost.delete(id);
+      }
+    }
   }
 
   /** Writes everything buffered now; resolves when done or when the database refused (rows kept). */
@@ -87,12 +117,16 @@ export class SpendLedger {
     if (this.spillTimer) clearInterval(this.spillTimer);
     this.timer = undefined;
     const until = Date.now() + deadlineMs;
-    while (this.buffer.length > 0 && Date.now() < until) {
+    while (this.pending > 0 && Date.now() < until) {
       await this.flush();
-      if (this.buffer.length > 0) await Bun.sleep(200);
+      if (this.pending > 0) await Bun.sleep(200);
     }
+    // A write started meanwhile (a retry timer) finishes, or puts its batch back, first.
+    if (this.flushing) await this.flushing;
+    if (this.timer) clearTimeout(this.timer);
     if (this.buffer.length === 0) return;
     const rest = this.buffer.splice(0);
+    this.account(rest, -1);
     try {
       if (!this.opts.spill) throw new Error("no Redis configured");
       await this.opts.spill.push(rest);
@@ -115,31 +149,52 @@ export class SpendLedger {
 
   private async drain(): Promise<void> {
     while (this.buffer.length > 0) {
-      const batch = this.buffer.slice(0, this.opts.batchSize);
-      if (!(await this.tryWrite(batch))) return;
-      this.buffer.splice(0, batch.length);
+      // The batch leaves the buffer before the write: rows recorded meanwhile may push the oldest
+      // buffered rows out to the spill, and that must never touch rows not yet written.
+      const batch = this.buffer.splice(0, this.opts.batchSize);
+      this.writing = batch.length;
+      const ok = await this.tryWrite(batch);
+      this.writing = 0;
+      if (!ok) {
+        this.putBack(batch);
+        return;
+      }
+      this.account(batch, -1);
     }
     await this.drainSpill();
   }
 
-  /** Rows spilled by any instance, written once the database takes writes again. */
+  /** A failed batch goes back to the front (it is the oldest); beyond the bound the oldest spill. */
+  private putBack(batch: NewRequestLog[]): void {
+    this.buffer = batch.concat(this.buffer);
+    if (this.buffer.length > this.opts.maxBuffered)
+      this.overflow(this.buffer.splice(0, this.buffer.length - this.opts.maxBuffered));
+  }
+
+  /**
+   * Rows spilled by any instance, written once the database takes writes again. A batch leaves
+   * the spill only after its write committed (see `spill.ts`): a crash in between re-delivers it.
+   */
   private async drainSpill(): Promise<void> {
     const spill = this.opts.spill;
     if (!spill) return;
     for (;;) {
-      let rows: NewRequestLog[];
+      let batch: SpillBatch | null;
       try {
-        rows = await spill.take(this.opts.batchSize);
+        batch = await spill.peek(this.opts.batchSize);
       } catch {
         return; // Redis unreachable: the next drain tries again.
       }
-      if (rows.length === 0) return;
-      if (!(await this.tryWrite(rows))) {
-        await spill.unshift(rows).catch((e: unknown) => {
-          this.log.error("spilled request logs lost: neither database nor Redis reachable", {
-            rows: rows.length,
-            error: (e as Error).message,
-          });
+      if (!batch) return;
+      if (!(await this.tryWrite(batch.rows))) return; // the rows stay in the spill
+      try {
+        // false: another instance wrote and removed the same rows; read the new head.
+        await batch.ack();
+      } catch (e) {
+        // Written but not removed: the next drain writes them again, which counts nothing twice.
+        this.log.warn("spilled request logs written but not yet removed from Redis", {
+          rows: batch.rows.length,
+          error: (e as Error).message,
         });
         return;
       }

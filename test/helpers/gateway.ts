@@ -73,6 +73,8 @@ export interface GatewayOptions {
 }
 
 export async function startGateway(backend: Backend, opts: GatewayOptions = {}): Promise<TestGateway> {
+  // A gateway whose Redis is not connected yet would start on its failure policy.
+  await opts.redis?.ready(5000);
   const opened = await backend.open();
   const masterKey = `sk-test-master-${crypto.randomUUID()}`;
   let offset = 0;

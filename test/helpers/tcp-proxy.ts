@@ -1,6 +1,8 @@
 /**
  * A TCP proxy in front of a real service (Postgres, Redis) that a test can cut and restore, to
- * produce genuine outages: refused connections and reset sockets, then recovery.
+ * produce genuine outages: refused connections and reset sockets, then recovery. It can also stall:
+ * connections stay open (and new ones are accepted) but nothing is forwarded, like a server that
+ * stopped answering or a network path that silently drops packets.
  */
 import type { Socket, TCPSocketListener } from "bun";
 
@@ -42,6 +44,10 @@ export interface TcpProxy {
   /** Resets every open connection and refuses new ones until `restore()`. */
   cut(): void;
   restore(): void;
+  /** Keeps connections open but forwards nothing, either way, until `resume()`. */
+  stall(): void;
+  /** Resets the connections that lost data while stalled and forwards again. */
+  resume(): void;
   stop(): void;
 }
 
@@ -49,6 +55,10 @@ export function startTcpProxy(targetHost: string, targetPort: number): TcpProxy 
   const pairs = new Set<Pair>();
   let listener: TCPSocketListener<Pair> | undefined;
   let port = 0;
+  let stalled = false;
+  const forward = (side: Side, chunk: Uint8Array) => {
+    if (!stalled) send(side, chunk);
+  };
 
   const close = (pair: Pair) => {
     pair.client.socket?.end();
@@ -74,7 +84,7 @@ export function startTcpProxy(targetHost: string, targetPort: number): TcpProxy 
                 pair.upstream.socket = upstream;
                 flush(pair.upstream);
               },
-              data: (_s, chunk) => send(pair.client, chunk),
+              data: (_s, chunk) => forward(pair.client, chunk),
               drain: () => flush(pair.upstream),
               end: () => close(pair),
               close: () => close(pair),
@@ -82,7 +92,7 @@ export function startTcpProxy(targetHost: string, targetPort: number): TcpProxy 
             },
           }).catch(() => close(pair));
         },
-        data: (client, chunk) => send(client.data.upstream, chunk),
+        data: (client, chunk) => forward(client.data.upstream, chunk),
         drain: (client) => flush(client.data.client),
         end: (client) => close(client.data),
         close: (client) => close(client.data),
@@ -109,6 +119,17 @@ export function startTcpProxy(targetHost: string, targetPort: number): TcpProxy 
     cut,
     restore: () => {
       if (!listener) listen();
+    },
+    stall: () => {
+      stalled = true;
+    },
+    resume: () => {
+      for (const p of pairs) {
+        p.client.socket?.terminate();
+        p.upstream.socket?.terminate();
+      }
+      pairs.clear();
+      stalled = false;
     },
     stop: cut,
   };

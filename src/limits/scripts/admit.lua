@@ -2,13 +2,16 @@
 -- Key layout and argument order: src/limits/redis.ts. The logic mirrors src/limits/memory.ts.
 --
 -- KEYS[1] key version, KEYS[2] team version,
--- KEYS[3..5] base names of team, key, key+model (every key derived from them shares their hash tag).
+-- KEYS[3..5] base names of team, key, key+model (every key derived from them shares their hash tag),
+-- KEYS[6] the scope's in-flight set, KEYS[7] its reservation records.
 -- ARGV[1] windowMs  [2] leaseMs  [3] requestId  [4] estimated tokens  [5] estimated cost
--- ARGV[6] key version  [7] team version
--- then per subject (team, key, model), 7 each: rpm, tpm, maxParallel, budget window id, budget limit,
--- window end (ms, 0 = never), seed. '' = absent.
+-- ARGV[6] key version  [7] team version  [8] tracked ('1': settling counts something; enter the
+-- request in the in-flight set)  [9] provisional seeds ('1': answer unseeded rather than create a
+-- spend counter from them)
+-- then per subject (team, key, model), 7 each: rpm, tpm, maxParallel, spend window id, budget limit
+-- ('' with a window id: spend tracked, never blocking), window end (ms, 0 = never), seed. '' = absent.
 --
--- Reply: {1, now, rate...} admitted | {2, 'key'|'team'} stale |
+-- Reply: {1, now, rate...} admitted | {2, 'key'|'team'} stale | {3} unseeded |
 --        {0, now, rate..., kind, scope, limit, retryAfterMs} refused
 -- where rate... = requests limit, remaining, resetMs, tokens limit, remaining, resetMs (-1: none).
 
@@ -17,12 +20,18 @@ local LEASE = tonumber(ARGV[2])
 local rid = ARGV[3]
 local tokens = tonumber(ARGV[4])
 local cost = tonumber(ARGV[5])
+local tracked = ARGV[8] == '1'
+local provisional = ARGV[9] == '1'
+local LIVE = KEYS[6]
+local LRES = KEYS[7]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local BUDGET_IDLE_MS = 2592000000 -- 30 days: an untouched budget counter is re-seeded from the store
 local BUDGET_MARGIN_MS = 3600000
+local LIVE_TTL_MS = BUDGET_IDLE_MS + BUDGET_MARGIN_MS
+local PURGE_BATCH = 100
 local bucket = math.floor(now / W)
 local elapsed = now - bucket * W
 local frac = elapsed / W
@@ -43,7 +52,7 @@ local SCOPES = {'team', 'key', 'model'}
 local S = {}
 local names = {KEYS[1], KEYS[2]}
 for i = 1, 3 do
-  local o = 7 + (i - 1) * 7
+  local o = 9 + (i - 1) * 7
   local base = KEYS[2 + i]
   local s = {base = base, scope = SCOPES[i], rpm = arg(o + 1), tpm = arg(o + 2), par = arg(o + 3),
     wid = ARGV[o + 4], blimit = arg(o + 5), ends = tonumber(ARGV[o + 6]), seed = tonumber(ARGV[o + 7])}
@@ -57,12 +66,15 @@ for i = 1, 3 do
     names[s.ti] = base .. ':tpm:' .. cur
     names[s.ti + 1] = base .. ':tpm:' .. prev
   end
-  if s.wid ~= '' and s.blimit then
-    s.bi = #names + 1
+  if s.wid ~= '' then
+    s.si = #names + 1
     s.sk = base .. ':b:' .. s.wid .. ':spent'
-    s.rk = base .. ':b:' .. s.wid .. ':res'
-    names[s.bi] = s.sk
-    names[s.bi + 1] = s.rk
+    names[s.si] = s.sk
+    if s.blimit then
+      s.bi = s.si
+      s.rk = base .. ':b:' .. s.wid .. ':res'
+      names[s.bi + 1] = s.rk
+    end
   end
   S[i] = s
 end
@@ -70,6 +82,46 @@ local vals = redis.call('MGET', unpack(names))
 
 if vals[1] and tonumber(vals[1]) > tonumber(ARGV[6]) then return {2, 'key'} end
 if vals[2] and tonumber(vals[2]) > tonumber(ARGV[7]) then return {2, 'team'} end
+
+-- A spend counter to create from seeds read from a cache: ask for fresh ones first.
+if provisional then
+  for i = 1, 3 do
+    if S[i].si and not vals[S[i].si] then return {3} end
+  end
+end
+
+-- Requests whose lease expired without a settlement (their instance died): release their
+-- reservations, a bounded number per call.
+if tracked then
+  local expired = redis.call('ZRANGEBYSCORE', LIVE, '-inf', fmt(now), 'LIMIT', 0, PURGE_BATCH)
+  if #expired > 0 then
+    local recs = redis.call('HMGET', LRES, unpack(expired))
+    for j = 1, #expired do
+      local rec = recs[j]
+      if rec then
+        local amount
+        for part in string.gmatch(rec, '[^\n]+') do
+          if not amount then
+            amount = tonumber(part)
+          else
+            local v = tonumber(redis.call('GET', part))
+            if v then
+              v = v - amount
+              if v <= 1e-12 then redis.call('DEL', part) else redis.call('SET', part, fmt(v), 'KEEPTTL') end
+            end
+          end
+        end
+      end
+    end
+    redis.call('HDEL', LRES, unpack(expired))
+    redis.call('ZREM', LIVE, unpack(expired))
+    -- Re-read this request's reservation sums, which may just have dropped.
+    for i = 1, 3 do
+      local s = S[i]
+      if s.bi then vals[s.bi + 1] = redis.call('GET', s.rk) end
+    end
+  end
+end
 
 for i = 1, 3 do
   local s = S[i]
@@ -142,9 +194,11 @@ end
 -- Budgets: team, key, model.
 for i = 1, 3 do
   local s = S[i]
+  if s.si then
+    s.missing = not vals[s.si]
+    s.spent = tonumber(vals[s.si]) or s.seed
+  end
   if s.bi then
-    s.missing = not vals[s.bi]
-    s.spent = tonumber(vals[s.bi]) or s.seed
     s.res = tonumber(vals[s.bi + 1]) or 0
     if s.spent + s.res >= s.blimit then
       local retry = 0
@@ -181,6 +235,7 @@ end
 -- Everything passed: count.
 local ttlW = fmt(2 * W)
 local exp = fmt(now + LEASE)
+local resKeys = {}
 for i = 1, 3 do
   local s = S[i]
   if s.ri then redis.call('SET', names[s.ri], fmt(s.rc + 1), 'PX', ttlW) end
@@ -189,10 +244,24 @@ for i = 1, 3 do
     redis.call('ZADD', s.pk, exp, rid)
     redis.call('PEXPIRE', s.pk, LEASE)
   end
-  if s.bi then
+  if s.si then
     local ttl = budgetTtl(s.ends)
-    if s.missing then redis.call('SET', s.sk, fmt(s.spent), 'PX', ttl) end
-    if cost > 0 then redis.call('SET', s.rk, fmt(s.res + cost), 'PX', ttl) end
+    if s.missing then
+      redis.call('SET', s.sk, fmt(s.spent), 'PX', ttl)
+      redis.call('SET', s.base .. ':b:' .. s.wid .. ':born', fmt(now), 'PX', ttl)
+    end
+    if s.bi and cost > 0 then
+      redis.call('SET', s.rk, fmt(s.res + cost), 'PX', ttl)
+      resKeys[#resKeys + 1] = s.rk
+    end
+  end
+end
+if tracked then
+  redis.call('ZADD', LIVE, exp, rid)
+  redis.call('PEXPIRE', LIVE, LIVE_TTL_MS)
+  if #resKeys > 0 then
+    redis.call('HSET', LRES, rid, ARGV[5] .. '\n' .. table.concat(resKeys, '\n'))
+    redis.call('PEXPIRE', LRES, LIVE_TTL_MS)
   end
 end
 
