@@ -1,5 +1,5 @@
 /** Nothing accepted is lost: spend survives a Postgres outage, overflow and a restart, written once. */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { silentLogger } from "../src/log";
@@ -8,7 +8,7 @@ import { SpendLedger } from "../src/spend/ledger";
 import { RedisSpill } from "../src/spend/spill";
 import { openDatabase } from "../src/store/db";
 import type { NewRequestLog } from "../src/store/schema";
-import { createTempDatabase, IN_CI, POSTGRES_AVAILABLE } from "./helpers/backends";
+import { BACKENDS, createTempDatabase, IN_CI, POSTGRES_AVAILABLE } from "./helpers/backends";
 import { rowsOf } from "./helpers/inference";
 import { requireRedis, TEST_REDIS_URL, uniquePrefix } from "./helpers/redis";
 import { startTcpProxy } from "./helpers/tcp-proxy";
@@ -252,3 +252,51 @@ test("the spend not yet written is known per key, team and key+model until its w
   expect(await s.keySpend()).toBeCloseTo(0.04, 10);
   await ledger.close(1000);
 });
+
+for (const backend of BACKENDS) {
+  describe(`rows the database cannot store [${backend.name}]`, () => {
+    test("text is made storable (NUL, lone surrogates); a row refused anyway is dropped alone, never stalling the rest", async () => {
+      const opened = await backend.open();
+      cleanups.push(() => opened.dispose());
+      const db = opened.database.db;
+      await db.execute(sql`insert into teams (team_id) values ('t1')`);
+      await db.execute(
+        sql`insert into api_keys (token_id, key_hash, key_name, team_id) values ('k1', 'h1', 'sk-...0001', 't1')`,
+      );
+      const logged: Array<[string, Record<string, unknown> | undefined]> = [];
+      const log = {
+        ...silentLogger,
+        error: (msg: string, fields?: Record<string, unknown>) => logged.push([msg, fields]),
+      };
+      const ledger = new SpendLedger(db, log, { batchSize: 10, flushIntervalMs: 10, maxBuffered: 100 });
+      ledger.record({ ...row(1, "k1", "t1"), requested_model: "up/a\u0000b", model: "up/a\u0000b" });
+      ledger.record({ ...row(2, "k1", "t1"), requested_model: "up/\ud800x" });
+      // A value no column takes (the types rule it out; a bug could still produce it).
+      ledger.record({ ...row(3, "k1", "t1"), status: "not a number" as unknown as number });
+      ledger.record({ ...row(4, "k1", "t1"), requested_model: "fine 😀" });
+      await ledger.flush();
+      const rows = rowsOf(
+        await db.execute(sql`select request_id, requested_model, model from request_logs order by request_id`),
+      ) as { request_id: string; requested_model: string; model: string }[];
+      expect(rows).toEqual([
+        { request_id: "req_test_1", requested_model: "up/ab", model: "up/ab" },
+        { request_id: "req_test_2", requested_model: "up/\ufffdx", model: "m/x" },
+        { request_id: "req_test_4", requested_model: "fine 😀", model: "m/x" },
+      ]);
+      const [spend] = rowsOf(await db.execute(sql`select spend from api_keys where token_id = 'k1'`)) as {
+        spend: number;
+      }[];
+      expect(spend?.spend).toBeCloseTo(0.03, 10);
+      expect(logged.map(([m, f]) => [m, f?.request_id])).toContainEqual([
+        "request log row refused by the database and dropped",
+        "req_test_3",
+      ]);
+      // Later rows are written as usual: nothing is stuck.
+      ledger.record(row(5, "k1", "t1"));
+      await ledger.close(1000);
+      expect(ledger.pending).toBe(0);
+      const [n] = rowsOf(await db.execute(sql`select count(*)::int as n from request_logs`)) as { n: number }[];
+      expect(n?.n).toBe(4);
+    });
+  });
+}

@@ -18,7 +18,7 @@
  */
 import { and, eq, gt, inArray, isNull, lt } from "drizzle-orm";
 import type { Logger } from "../log";
-import type { Db } from "../store/db";
+import { type Db, loggableError } from "../store/db";
 import { type StoredResponseRow, storedResponses } from "../store/schema";
 
 export interface StoredResponse {
@@ -126,7 +126,7 @@ export class ResponseStore {
           this.opts.log.error("storing a response failed", {
             response_id: rec.id,
             request_id: rec.requestId,
-            error: (e as Error).message,
+            error: loggableError(e),
           }),
       )
       .finally(() => this.pending.delete(rec.id));
@@ -208,7 +208,7 @@ export class ResponseStore {
       (n) => {
         if (n > 0) this.opts.log.debug("pruned expired responses", { count: n });
       },
-      (e: unknown) => this.opts.log.warn("pruning expired responses failed", { error: (e as Error).message }),
+      (e: unknown) => this.opts.log.warn("pruning expired responses failed", { error: loggableError(e) }),
     );
   }
 

@@ -7,7 +7,7 @@
 import { and, eq, isNotNull, lte } from "drizzle-orm";
 import { nextResetAt } from "../limits/windows";
 import type { Logger } from "../log";
-import type { Db } from "../store/db";
+import { type Db, loggableError } from "../store/db";
 import { apiKeys, teams } from "../store/schema";
 
 export interface ResetCounts {
@@ -63,7 +63,7 @@ export function startBudgetResets(
       const c = await resetEndedBudgets(db, now());
       if (c.keys || c.teams) log.info("budget windows reset", { keys: c.keys, teams: c.teams });
     } catch (e) {
-      log.warn("budget reset failed; will retry", { error: (e as Error).message });
+      log.warn("budget reset failed; will retry", { error: loggableError(e) });
     } finally {
       running = false;
     }

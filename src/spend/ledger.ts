@@ -9,7 +9,7 @@
  */
 import { eq, getTableColumns, sql } from "drizzle-orm";
 import type { Logger } from "../log";
-import { type Db, resultRows } from "../store/db";
+import { type Db, loggableError, pgErrorCode, resultRows } from "../store/db";
 import { apiKeys, type NewRequestLog, requestLogs, teams } from "../store/schema";
 import type { SpillBatch, SpillStore } from "./spill";
 
@@ -49,6 +49,7 @@ export class SpendLedger {
   }
 
   record(row: NewRequestLog): void {
+    writable(row);
     this.account([row], 1);
     this.buffer.push(row);
     if (this.buffer.length > this.opts.maxBuffered)
@@ -207,11 +208,41 @@ export class SpendLedger {
       this.failures = 0;
       return true;
     } catch (e) {
+      if (rejected(e)) return this.writeOneByOne(batch);
       this.failures++;
-      this.log.error("spend write failed; will retry", { rows: batch.length, error: (e as Error).message });
+      this.log.error("spend write failed; will retry", { rows: batch.length, error: loggableError(e) });
       this.schedule(Math.min(30_000, 250 * 2 ** Math.min(this.failures, 7)));
       return false;
     }
+  }
+
+  /**
+   * The database refused the batch itself (a value it cannot store), not the connection: retrying
+   * it would stall every later write, so its rows go one by one and a row refused on its own is
+   * dropped, loudly, with what an operator needs to account for it.
+   */
+  private async writeOneByOne(batch: NewRequestLog[]): Promise<boolean> {
+    for (const row of batch) {
+      try {
+        await this.write([row]);
+      } catch (e) {
+        if (!rejected(e)) {
+          this.failures++;
+          this.log.error("spend write failed; will retry", { rows: batch.length, error: loggableError(e) });
+          this.schedule(Math.min(30_000, 250 * 2 ** Math.min(this.failures, 7)));
+          return false; // rows already written are skipped on the retry (idempotent by request id)
+        }
+        this.log.error("request log row refused by the database and dropped", {
+          request_id: row.request_id,
+          token_id: row.token_id ?? null,
+          team_id: row.team_id ?? null,
+          cost: row.cost ?? 0,
+          error: loggableError(e),
+        });
+      }
+    }
+    this.failures = 0;
+    return true;
   }
 
   private async write(batch: NewRequestLog[]): Promise<void> {
@@ -260,3 +291,26 @@ const LOG_DEFAULTS = JSON.stringify({
   ),
   tags: [],
 });
+
+/** A data exception (22xxx) or constraint violation (23xxx): the rows are at fault, not the database. */
+function rejected(e: unknown): boolean {
+  const code = pgErrorCode(e);
+  return code !== undefined && (code.startsWith("22") || code.startsWith("23"));
+}
+
+const UNSTORABLE = /[\u0000\ud800-\udfff]/;
+
+/**
+ * Makes a row's text storable: Postgres text holds no NUL, and JSON cannot carry lone surrogates
+ * into it. Model names come from clients, so a request for "a\u0000" must not make its row, and the
+ * batch around it, unwritable.
+ */
+function writable(row: NewRequestLog): void {
+  const r = row as Record<string, unknown>;
+  for (const k in r) {
+    const v = r[k];
+    if (typeof v === "string" && UNSTORABLE.test(v)) r[k] = v.toWellFormed().replaceAll("\u0000", "");
+  }
+  if (row.tags?.some((t) => UNSTORABLE.test(t)))
+    row.tags = row.tags.map((t) => t.toWellFormed().replaceAll("\u0000", ""));
+}
