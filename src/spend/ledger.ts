@@ -298,6 +298,7 @@ function rejected(e: unknown): boolean {
   return code !== undefined && (code.startsWith("22") || code.startsWith("23"));
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is exactly what Postgres text cannot hold.
 const UNSTORABLE = /[\u0000\ud800-\udfff]/;
 
 /**
