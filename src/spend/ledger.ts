@@ -7,9 +7,9 @@
  * they spill to Redis when one is configured, and every instance drains the spill once the
  * database answers again.
  */
-import { eq, getTableColumns, sql } from "drizzle-orm";
+import { getTableColumns, sql } from "drizzle-orm";
 import type { Logger } from "../log";
-import { type Db, loggableError, pgErrorCode, resultRows } from "../store/db";
+import { type Db, loggableError, pgErrorCode } from "../store/db";
 import { apiKeys, type NewRequestLog, requestLogs, teams } from "../store/schema";
 import type { SpillBatch, SpillStore } from "./spill";
 
@@ -246,39 +246,32 @@ export class SpendLedger {
   }
 
   private async write(batch: NewRequestLog[]): Promise<void> {
-    // One JSON parameter for the whole batch: building a 30-column, 500-row parameterised insert
-    // with the query builder cost more CPU than everything else on the request path together.
-    const rows = JSON.stringify(batch);
-    await this.db.transaction(async (tx) => {
-      const inserted = resultRows(
-        await tx.execute(sql`
-          insert into ${requestLogs} (${sql.raw(LOG_COLUMNS)})
-          select ${sql.raw(LOG_COLUMNS)}
-          from json_populate_recordset(json_populate_record(null::request_logs, ${LOG_DEFAULTS}::json), ${rows}::json)
-          on conflict (request_id) do nothing
-          returning token_id, team_id, cost`),
-      );
-      const byKey = new Map<string, number>();
-      const byTeam = new Map<string, number>();
-      for (const r of inserted) {
-        const cost = Number(r.cost);
-        if (!(cost > 0)) continue;
-        if (typeof r.token_id === "string") byKey.set(r.token_id, (byKey.get(r.token_id) ?? 0) + cost);
-        if (typeof r.team_id === "string") byTeam.set(r.team_id, (byTeam.get(r.team_id) ?? 0) + cost);
-      }
-      for (const [tokenId, cost] of byKey) {
-        await tx
-          .update(apiKeys)
-          .set({ spend: sql`${apiKeys.spend} + ${cost}` })
-          .where(eq(apiKeys.token_id, tokenId));
-      }
-      for (const [teamId, cost] of byTeam) {
-        await tx
-          .update(teams)
-          .set({ spend: sql`${teams.spend} + ${cost}` })
-          .where(eq(teams.team_id, teamId));
-      }
-    });
+    // One statement, one round trip: the batch goes as one JSON parameter (building a 30-column,
+    // 500-row parameterised insert cost more CPU than the rest of the request path), and the
+    // spend of exactly the rows inserted (not those already written) is added to keys and teams
+    // in the same statement, so nothing comes back but a count. In a transaction of its own: a
+    // writer that dies before its COMMIT leaves nothing behind.
+    await this.db.transaction((tx) =>
+      tx.execute(sql`
+      with inserted as (
+        insert into ${requestLogs} (${sql.raw(LOG_COLUMNS)})
+        select ${sql.raw(LOG_COLUMNS)}
+        from json_populate_recordset(json_populate_record(null::request_logs, ${LOG_DEFAULTS}::json), ${JSON.stringify(batch)}::json)
+        on conflict (request_id) do nothing
+        returning token_id, team_id, cost
+      ),
+      keys as (
+        update ${apiKeys} set spend = ${apiKeys}.spend + s.cost
+        from (select token_id, sum(cost) as cost from inserted where cost > 0 and token_id is not null group by token_id) s
+        where ${apiKeys}.token_id = s.token_id
+      ),
+      teams as (
+        update ${teams} set spend = ${teams}.spend + s.cost
+        from (select team_id, sum(cost) as cost from inserted where cost > 0 and team_id is not null group by team_id) s
+        where ${teams}.team_id = s.team_id
+      )
+      select count(*)::int as inserted from inserted`),
+    );
   }
 }
 
