@@ -80,7 +80,9 @@ async function main() {
   };
   const gwCmd = [
     BUN,
-    ...(process.env.COST_PROFILE === "1" ? ["--cpu-prof", "--cpu-prof-interval=250", `--cpu-prof-dir=${OUT}/profiles`] : []),
+    ...(process.env.COST_PROFILE === "1"
+      ? ["--cpu-prof", "--cpu-prof-interval=250", `--cpu-prof-dir=${OUT}/profiles`]
+      : []),
     "src/index.ts",
   ];
   const listening = /"msg":"gateway listening".*?"port":(\d+)/;

@@ -263,7 +263,11 @@ export function verdicts(R: Results): Verdict[] {
   return out;
 }
 
-export function renderMarkdown(R: Results): string {
+/**
+ * The report. `findings` (bench/FINDINGS.md: what the profiles show and why a target is missed,
+ * written by people) goes right after the targets, so a regenerated report keeps it.
+ */
+export function renderMarkdown(R: Results, findings = ""): string {
   const D = R.derived ?? derive(R);
   const V = R.meta.versions;
   const S = R.meta.settings as Record<string, unknown> & { concurrency: number[] };
@@ -293,6 +297,7 @@ export function renderMarkdown(R: Results): string {
   for (const v of R.verdicts)
     L.push(`| ${v.target} (${label(v.subject)}) | ${v.threshold} | ${v.value} | ${v.met ? "yes" : "**no**"} |`);
   L.push("");
+  if (findings.trim()) L.push(findings.trim().replace(/^# .*\n+/, ""), "");
 
   L.push("## Throughput: OpenAI chat, non-streaming (requests/s)", "");
   L.push(
@@ -425,7 +430,7 @@ export function renderMarkdown(R: Results): string {
 
   L.push("## Caveats", "");
   L.push(
-    "- wrk, the mock and the target share the machine's cores, so every proxy's figure is what is left once wrk and the mock have taken theirs (the CPU table shows each process's share). Absolute requests/s move between runs on a shared VM (the forwarder has measured anywhere from about 20k to 30k req/s here); compare ratios from one run.",
+    "- wrk, the mock and the target share the machine's cores, so every proxy's figure is what is left once wrk and the mock have taken theirs (the CPU table shows each process's share). Absolute requests/s move between runs on a shared VM (the forwarder has measured anywhere from about 14k to 30k req/s here); compare ratios from one run.",
     "- Bun's `fetch` runs at most 256 requests at once per process unless `BUN_CONFIG_MAX_HTTP_REQUESTS` is raised before Bun starts; `npm start` and the Docker image set 4096 for the gateway, and the forwarder, the gateways and Portkey on Bun all run with 4096 here.",
     "- Latency percentiles come from wrk's histogram (microsecond resolution); p99 at c=1 over 4 s is a few hundred samples' tail, so it moves with anything else the machine does.",
     "- Portkey gets no auth, limits or request logging: it is a reference for the proxy path, not a like-for-like gateway.",

@@ -107,6 +107,12 @@ function rotate<T>(xs: T[], by: number): T[] {
   return [...xs.slice(k), ...xs.slice(0, k)];
 }
 
+/** bench/FINDINGS.md, the written analysis the report carries (absent: none). */
+function readFindings(): string {
+  const path = `${ROOT}bench/FINDINGS.md`;
+  return existsSync(path) ? readFileSync(path, "utf8") : "";
+}
+
 async function versions() {
   const git = async (args: string[]) => (await run(["git", "--no-optional-locks", ...args]).catch(() => "")).trim();
   const cpuinfo = existsSync("/proc/cpuinfo") ? readFileSync("/proc/cpuinfo", "utf8") : "";
@@ -528,7 +534,7 @@ async function main(): Promise<void> {
   R.meta.loadAvgEnd = os.loadavg().map((x) => Math.round(x * 100) / 100);
   R.meta.durationS = Math.round((Date.now() - started) / 1000);
   R.verdicts = verdicts(R);
-  const md = renderMarkdown(R);
+  const md = renderMarkdown(R, readFindings());
   const json = `${JSON.stringify(R, null, 2)}\n`;
   writeFileSync(`${OUT}/RESULTS.md`, md);
   writeFileSync(`${OUT}/results.json`, json);
