@@ -56,6 +56,15 @@ const models: ModelConfig[] = [
     input_cost_per_token: 1e-6,
     output_cost_per_token: 1e-6,
   },
+  {
+    name: "pa/ridle",
+    mode: "responses",
+    deployments: [d("pa", "ridle")],
+    stream_idle_timeout_seconds: 0.4,
+    max_retries: 0,
+    input_cost_per_token: 1e-6,
+    output_cost_per_token: 1e-6,
+  },
   // pd's provider timeout (0.25 s) applies only where neither the model nor the deployment sets one.
   { name: "pd/patient", timeout_seconds: 5, max_retries: 0 },
   { name: "pd/provider-default", max_retries: 0 },
@@ -419,6 +428,41 @@ describe("streams that go silent", () => {
     );
     const [row] = await logsOf(gw, k.token_id);
     expect(row).toMatchObject({ status: 504, error_code: "upstream_timeout", endpoint: "/v1/messages" });
+  });
+
+  test("the same forwarded natively (/v1/responses to a Responses API upstream): response.failed with a 504", async () => {
+    const k = await gw.newKey();
+    const frames = openaiFixture("responses-stream.sse")
+      .split("\n\n")
+      .filter((x) => x.trim() !== "")
+      .map((x) => `${x}\n\n`);
+    A.setDefault(
+      (_r, raw) =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            start(c) {
+              for (const x of frames.slice(0, 4)) c.enqueue(new TextEncoder().encode(x));
+              raw.signal.addEventListener("abort", () => c.close());
+            },
+          }),
+          { headers: { "content-type": "text/event-stream" } },
+        ),
+    );
+    const res = await fetch(`${gw.listen()}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "pa/ridle", input: "Weather?", stream: true }),
+    });
+    const text = await res.text();
+    expect(text).toContain("event: response.created");
+    // The Responses API's own error vocabulary (server_error), with the gateway's reason.
+    expect(text).toMatch(
+      /event: response\.failed\ndata: \{[^\n]*"error":\{"code":"server_error","message":"The upstream provider did not answer in time/,
+    );
+    for (let i = 0; i < 50 && A.open > 0; i++) await Bun.sleep(20);
+    expect(A.open).toBe(0);
+    const [row] = await logsOf(gw, k.token_id);
+    expect(row).toMatchObject({ status: 504, error_code: "upstream_timeout", endpoint: "/v1/responses" });
   });
 
   test("a stream that keeps producing is not cut, however long it lasts", async () => {

@@ -22,9 +22,10 @@ import type { Catalog, ServedModel } from "../../catalog/catalog";
 import { badRequest, GatewayError } from "../../http/errors";
 import { readSse, sseFrame } from "../../http/sse";
 import { validator } from "../../http/validate";
-import { UpstreamError } from "../../providers/errors";
+import { fetchFailure, UpstreamError } from "../../providers/errors";
 import type { Deployment, ProviderAdapter } from "../../providers/types";
 import { isGatewayResponseId, type ResponseStore, type StoredResponse } from "../../responses/store";
+import { toClientError } from "../../routing/router";
 import type { CanonicalRequest } from "../canonical";
 import type { Protocol, ProtocolContext, StreamTracker } from "../protocol";
 import { decodeResponsesRequest, inputItems } from "./decode";
@@ -136,14 +137,10 @@ interface Adoption {
   keep(response: Record<string, unknown>): void;
 }
 
+/** A failure while forwarding the upstream's stream, as every protocol reports it (a silent upstream: 504). */
 function upstreamFailure(e: unknown, provider: string, signal: AbortSignal): GatewayError {
   if (e instanceof GatewayError) return e;
-  if (e instanceof UpstreamError)
-    return new GatewayError(502, e.message, { code: "upstream_error", type: "server_error" });
-  return new GatewayError(502, signal.aborted ? "stream aborted" : `${provider} stream failed`, {
-    code: "upstream_error",
-    type: "server_error",
-  });
+  return toClientError(e instanceof UpstreamError ? e : fetchFailure(e, provider, signal, "body"));
 }
 
 const statusOfCode = (code: string | null | undefined) => (code === "rate_limit_exceeded" ? 429 : 502);
