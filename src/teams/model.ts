@@ -3,7 +3,7 @@ import { type Static, Type as T } from "@sinclair/typebox";
 import { Identifier, Name, Nullable, Page, PageSize, sharedSettings, Text } from "../http/schemas";
 import type { TeamRow } from "../store/schema";
 
-/** Looks a team up by id: any text; an id that cannot exist is simply not found. */
+/** Looks a team up by id, whatever its text; an id that cannot exist is simply not found. */
 const TeamRef = Text({ minLength: 1, maxLength: 512 });
 
 const teamSettings = { ...sharedSettings, team_alias: T.Optional(Nullable(Name)) };

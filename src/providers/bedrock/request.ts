@@ -266,7 +266,7 @@ export async function toConverseRequest(
   const fmt = req.responseFormat;
   if (fmt?.type === "json_schema" || fmt?.type === "json_object") {
     // As for Anthropic: a forced tool whose input is the answer (response.ts turns it back into text).
-    // JSON mode without a schema gets an open object schema: any JSON object is an answer.
+    // JSON mode without a schema gets an open object schema, so every JSON object is an answer.
     tools.push({
       toolSpec: {
         name: JSON_TOOL,
